@@ -1,0 +1,51 @@
+# moesim: two entry points for people and CI.
+#   make run   — install what is missing, configure, build, simulate scenarios/quickstart.yaml
+#   make test  — same set-up, then the whole test suite
+# Everything else here is a helper of those two.
+
+BUILD ?= build
+MESON_ARGS ?=
+# Debian packages the build and tests need (compilers, Meson, and the libraries of the project card).
+APT_PACKAGES := g++ pkg-config python3 meson ninja-build libboost-graph-dev libyaml-cpp-dev \
+                libeigen3-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test deps configure build bench sanitize clean
+
+run: build
+	./$(BUILD)/moesim run scenarios/quickstart.yaml
+
+test: build
+	@meson test -C $(BUILD) --print-errorlogs; status=$$?; \
+	python3 tests/summarize_junit.py $(BUILD)/meson-logs/testlog.junit.xml; exit $$status
+
+# Installs only what is missing, so a prepared machine never touches apt.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+configure: deps
+	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD) $(MESON_ARGS)
+
+build: configure
+	ninja -C $(BUILD)
+
+# Benchmarks: engine events/s and simulated MoE layers/s (figures recorded in the README).
+bench: build
+	./$(BUILD)/tests/bench_engine
+
+# The test suite under AddressSanitizer and UBSan, in its own build directory.
+sanitize: deps
+	@[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C build-asan
+	meson test -C build-asan --print-errorlogs
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,127 @@
+#include "app/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "app/runner.hpp"
+#include "app/scenario.hpp"
+#include "app/summary.hpp"
+#include "sim/diagnostics.hpp"
+
+namespace moesim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes through a temporary file so a failed run never leaves a partial result behind.
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    out << text;
+    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+int cmd_run(const std::string& file, const std::vector<std::string>& sets, const std::string& out_opt, bool quiet) {
+  const Scenario s = load_scenario(file, sets);
+  check_scenario_fits(s);
+  const fs::path out = out_opt.empty() ? fs::path("results") / s.name : fs::path(out_opt);
+  fs::create_directories(out);
+  const nlohmann::json result = run_scenario(s, out.string());
+  write_atomically(out / "result.json", result.dump(2) + "\n");
+  YAML::Emitter em;
+  em << s.resolved;
+  write_atomically(out / "scenario.resolved.yaml", std::string(em.c_str()) + "\n");
+  if (!quiet) {
+    print_summary(std::cout, result);
+    std::cout << "\nwrote " << (out / "result.json").string() << "\n";
+  }
+  return 0;
+}
+
+int cmd_validate(const std::string& file, const std::vector<std::string>& sets) {
+  const Scenario s = load_scenario(file, sets);
+  check_scenario_fits(s);
+  std::cout << file << ": ok (" << s.policies.size() << " policies x " << s.predictors.size()
+            << " predictors)\n";
+  return 0;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"moesim: discrete-event performance simulator for Mixture-of-Experts inference"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "all subcommands' help");
+
+  std::string file, out;
+  std::vector<std::string> sets;
+  bool quiet = false;
+  auto* run = app.add_subcommand("run", "simulate a scenario and write DIR/result.json");
+  run->add_option("file", file, "scenario YAML")->required();
+  run->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
+  run->add_option("--out", out, "output directory (default results/<scenario name>/)");
+  run->add_flag("-q,--quiet", quiet, "do not print the summary table");
+
+  auto* validate = app.add_subcommand("validate", "check a scenario; print every problem as file:line:col");
+  validate->add_option("file", file, "scenario YAML")->required();
+  validate->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
+
+  std::string what;
+  auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors");
+  list->add_option("what", what, "models | hardware | policies | routing | predictors (default: all)")
+      ->check(CLI::IsMember({"models", "hardware", "policies", "routing", "predictors"}));
+
+  auto* cost = app.add_subcommand("cost", "print what the cost model predicts for one operation");
+  cost->require_subcommand(1);
+  std::string gpu, dtype = "bf16", hardware;
+  long long m = 0, n = 0, k = 0;
+  int gpus = 0;
+  double bytes = 0;
+  bool json = false;
+  auto* gemm = cost->add_subcommand("gemm", "time of C[m,n] = A[m,k]·B[k,n] on one GPU");
+  gemm->add_option("--gpu", gpu, "GPU preset, or a hardware preset meaning its GPU")->required();
+  gemm->add_option("--m", m, "rows")->required()->check(CLI::PositiveNumber);
+  gemm->add_option("--n", n, "columns")->required()->check(CLI::PositiveNumber);
+  gemm->add_option("--k", k, "inner dimension")->required()->check(CLI::PositiveNumber);
+  gemm->add_option("--dtype", dtype, "fp32 | fp16 | bf16 | fp8")->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
+  gemm->add_flag("--json", json, "machine-readable output");
+  std::vector<CLI::App*> collectives;
+  for (const char* name : {"allreduce", "allgather", "alltoall", "sendrecv"}) {
+    auto* c = cost->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster (flow model)");
+    c->add_option("--hardware", hardware, "hardware preset")->required();
+    c->add_option("--gpus", gpus, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
+    c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(CLI::NonNegativeNumber);
+    c->add_flag("--json", json, "machine-readable output");
+    collectives.push_back(c);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (run->parsed()) return cmd_run(file, sets, out, quiet);
+    if (validate->parsed()) return cmd_validate(file, sets);
+    if (list->parsed()) return cli_list(what.c_str());
+    if (gemm->parsed()) return cli_cost_gemm(gpu.c_str(), m, n, k, dtype.c_str(), json);
+    for (auto* c : collectives)
+      if (c->parsed()) return cli_cost_collective(c->get_name().c_str(), hardware.c_str(), gpus, bytes, json);
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "moesim: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace moesim

@@ -1,0 +1,192 @@
+#include "app/runner.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/metrics.hpp"
+#include "sim/chrome_trace.hpp"
+#include "hardware/cost_model.hpp"
+#include "models/operators.hpp"
+#include "policies/batch_planner.hpp"
+#include "sim/plan_executor.hpp"
+
+namespace moesim {
+
+std::vector<double> MemoryEstimate::total() const {
+  std::vector<double> t(weights.size());
+  for (std::size_t g = 0; g < t.size(); ++g) t[g] = weights[g] + kv_cache[g] + activations[g];
+  return t;
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Policy& policy,
+                               const PolicyContext& ctx, const std::vector<std::int64_t>& home_tokens,
+                               const std::vector<std::int64_t>& expert_tokens) {
+  const int G = c.num_gpus();
+  const double b = dtype_bytes(m.dtype);
+  const std::vector<double> experts = policy.expert_memory_bytes(ctx);
+  const double ffn_width = static_cast<double>(m.expert_ffn) * (m.activation == Activation::kSwiGlu ? 2.0 : 1.0);
+  const double qkv = static_cast<double>((m.attention.heads + 2 * m.attention.kv_heads) * m.attention.head_dim);
+  MemoryEstimate e;
+  for (int g = 0; g < G; ++g) {
+    const double t = static_cast<double>(home_tokens[g]);
+    e.weights.push_back(m.non_expert_params() * b + experts[g]);
+    e.kv_cache.push_back(t * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m));
+    // Residual stream, normed copy, attention output and QKV of the home tokens, plus the
+    // received selections' input, intermediate and output rows.
+    const double sel = static_cast<double>(expert_tokens[g]);
+    e.activations.push_back(b * (t * (3.0 * static_cast<double>(m.hidden) + qkv) +
+                                 sel * (2.0 * static_cast<double>(m.hidden) + ffn_width)));
+  }
+  return e;
+}
+
+namespace {
+
+std::string fmt_gb(double bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << bytes / 1e9 << " GB";
+  return os.str();
+}
+
+void check_fits(const MemoryEstimate& e, const Cluster& c, const PolicyEntry& entry) {
+  const std::vector<double> total = e.total();
+  for (std::size_t g = 0; g < total.size(); ++g) {
+    if (total[g] <= c.spec().gpu.memory_bytes) continue;
+    throw InputError(entry.where,
+                     "policy '" + entry.label + "': the model does not fit in GPU memory: GPU " + std::to_string(g) +
+                         " needs " + fmt_gb(total[g]) + " (weights " + fmt_gb(e.weights[g]) + ", KV cache " +
+                         fmt_gb(e.kv_cache[g]) + ", activations " + fmt_gb(e.activations[g]) + ") but has " +
+                         fmt_gb(c.spec().gpu.memory_bytes) + " (" + c.spec().gpu.name + ")");
+  }
+}
+
+std::vector<std::int64_t> balanced_selections(const Scenario& s, const std::vector<std::int64_t>& home) {
+  std::int64_t tokens = 0;
+  for (auto t : home) tokens += t;
+  const auto G = static_cast<std::int64_t>(home.size());
+  return std::vector<std::int64_t>(home.size(), (tokens * s.model.top_k + G - 1) / G);
+}
+
+std::vector<std::int64_t> home_tokens_of(const Scenario& s, int gpus) {
+  std::vector<std::int64_t> home = sequences_per_gpu(s.workload.batch_size, gpus);
+  for (auto& h : home) h *= s.workload.seq_len;
+  return home;
+}
+
+}  // namespace
+
+void check_scenario_fits(const Scenario& s) {
+  const Cluster cluster(s.hardware);
+  const PolicyContext ctx{s.model, cluster, s.workload};
+  const auto home = home_tokens_of(s, cluster.num_gpus());
+  for (const auto& entry : s.policies) {
+    auto policy = policies().get(entry.name).value.make(entry.params);
+    policy->setup(ctx);
+    check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s, home)), cluster, entry);
+  }
+}
+
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json j = nlohmann::json::object();
+      for (const auto& kv : node) j[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& v : node) j.push_back(yaml_to_json(v));
+      return j;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      if (node.Tag() == "!") return s;  // quoted: always a string
+      if (s == "true" || s == "false") return s == "true";
+      try {
+        std::size_t used = 0;
+        const long long i = std::stoll(s, &used);
+        if (used == s.size()) return i;
+        const double d = std::stod(s, &used);
+        if (used == s.size()) return d;
+      } catch (...) {
+      }
+      return s;
+    }
+    default: return nullptr;
+  }
+}
+
+namespace {
+
+nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::string& predictor,
+                       const std::string& trace_dir) {
+  const Cluster cluster(s.hardware);
+  const ComputeCostModel cost(s.hardware.gpu);
+  const PolicyContext ctx{s.model, cluster, s.workload};
+  const RoutingContext rctx = routing_context(s);
+  const auto routing = routing_models().get(s.routing.kind).value.make(s.routing.params, rctx, s.routing.where);
+  auto policy = policies().get(entry.name).value.make(entry.params);
+  policy->setup(ctx);
+  const auto home = home_tokens_of(s, cluster.num_gpus());
+  check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s, home)), cluster, entry);
+
+  Simulator sim;
+  FlowNetwork net(sim);
+  cluster.install(net);
+  PlanExecutor exec(sim, net, cluster.num_gpus(),
+                    {[&cost](const Task&, std::span<const Op> ops) { return cost.ops_time(ops); },
+                     [&cluster](int a, int b) -> const std::vector<LinkId>& { return cluster.route(a, b); }});
+  MetricsCollector metrics(cluster);
+  ChromeTrace trace(cluster.num_gpus());
+  std::vector<std::int64_t> peak_selections(cluster.num_gpus(), 0);
+  const int moe_layers = s.model.num_moe_layers();
+  for (int b = 0; b < static_cast<int>(s.workload.batches); ++b) {
+    std::vector<LayerRouting> layers;
+    std::vector<double> skew;
+    for (int l = 0; l < moe_layers; ++l) {
+      Rng rng = Rng::derive(s.seed, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l));
+      layers.push_back(routing->route(b, l, s.workload.tokens_per_batch(), rng));
+      skew.push_back(layers.back().skewness());
+    }
+    const BatchPlan plan = plan_batch(*policy, ctx, b, layers);
+    const Tick start = sim.now();
+    const std::vector<TaskTiming> timing = exec.run(plan.graph);
+    metrics.add_batch(plan, timing, start, skew, s.workload.tokens_per_batch());
+    for (const auto& moe : plan.moe)
+      for (std::size_t g = 0; g < moe.gpu_tokens.size(); ++g)
+        peak_selections[g] = std::max(peak_selections[g], moe.gpu_tokens[g]);
+    if (s.trace && !trace_dir.empty()) trace.add_batch(plan.graph, timing, b);
+  }
+  const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, peak_selections);
+  check_fits(mem, cluster, entry);
+  metrics.set_memory(mem.total());
+
+  nlohmann::json run;
+  run["policy"] = entry.name;
+  run["label"] = entry.label;
+  run["predictor"] = predictor;
+  run["metrics"] = metrics.summary();
+  run["metrics"]["events"] = sim.events_run();
+  if (s.trace && !trace_dir.empty()) {
+    const std::string file = "trace-" + entry.label + (s.predictors.size() > 1 ? "-" + predictor : "") + ".json";
+    trace.write((std::filesystem::path(trace_dir) / file).string());
+    run["trace"] = file;
+  }
+  return run;
+}
+
+}  // namespace
+
+nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir) {
+  nlohmann::json result;
+  result["scenario"] = yaml_to_json(s.resolved);
+  result["runs"] = nlohmann::json::array();
+  for (const auto& entry : s.policies)
+    for (const auto& pred : s.predictors) result["runs"].push_back(run_one(s, entry, pred, trace_dir));
+  return result;
+}
+
+}  // namespace moesim

@@ -1,0 +1,290 @@
+#include "app/scenario.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "app/scenario_sections.hpp"
+#include "models/routing.hpp"
+#include "policies/policy.hpp"
+#include "predictors/predictor.hpp"
+
+namespace moesim {
+namespace {
+
+// Applies "a.b.0.c=value": maps are created as needed; sequence indices must exist.
+void apply_override(YAML::Node& root, const std::string& spec, SourceMap& src, Diagnostics& diags) {
+  const SourceLocation where{"--set " + spec, 0, 0};
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    diags.error(where, "expected key.path=value");
+    return;
+  }
+  const std::string path = spec.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(spec.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    diags.error(where, "value is not valid YAML: " + e.msg);
+    return;
+  }
+  std::vector<std::string> keys;
+  std::stringstream ss(path);
+  for (std::string k; std::getline(ss, k, '.');) keys.push_back(k);
+  YAML::Node cur = root;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::string& k = keys[i];
+    const bool last = i + 1 == keys.size();
+    if (cur.IsSequence()) {
+      std::size_t idx = 0;
+      try {
+        idx = std::stoul(k);
+      } catch (...) {
+        diags.error(where, "'" + k + "' is not an index into a list");
+        return;
+      }
+      if (idx >= cur.size()) {
+        diags.error(where, "index " + k + " is past the end of the list");
+        return;
+      }
+      if (last) {
+        cur[idx] = value;
+        src.add_override(cur[idx], "--set " + spec);
+        return;
+      }
+      cur.reset(cur[idx]);
+      continue;
+    }
+    if (cur.IsScalar()) {
+      // `model: mixtral-8x7b` overridden at `model.layers`: the scalar becomes {preset: ...}.
+      YAML::Node m(YAML::NodeType::Map);
+      m["preset"] = cur.Scalar();
+      cur = m;  // assignment (not reset): replaces the scalar inside the tree
+    }
+    if (last) {
+      cur[k] = value;
+      src.add_override(cur[k], "--set " + spec);
+      return;
+    }
+    if (!cur[k] || cur[k].IsNull()) cur[k] = YAML::Node(YAML::NodeType::Map);
+    cur.reset(cur[k]);
+  }
+}
+
+SourceLocation loc(const SourceMap& src, const YAML::Node& n, const YAML::Node& parent) {
+  return n ? src.locate(n) : src.locate(parent);
+}
+
+std::vector<ParamSpec> workload_specs() {
+  return {
+      ParamSpec{"kind", ParamType::kString, "prefill", "", "workload kind", {}, {}, {"prefill"}},
+      ParamSpec{"batch_size", ParamType::kInt, "8", "sequences", "sequences per batch", 1.0, {}, {}},
+      ParamSpec{"seq_len", ParamType::kInt, "128", "tokens", "tokens per sequence", 1.0, {}, {}},
+      ParamSpec{"batches", ParamType::kInt, "1", "", "batches processed one after another", 1.0, {}, {}},
+  };
+}
+
+void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s, const SourceMap& src,
+                  Diagnostics& diags, YAML::Node& resolved) {
+  const bool given = node && !node.IsNull();
+  YAML::Node map = node;
+  if (given && node.IsScalar()) {  // `routing: uniform`
+    map.reset(YAML::Node(YAML::NodeType::Map));
+    map["kind"] = node;
+  }
+  if (!given || !map.IsMap()) {
+    if (given) diags.error(src.locate(node), "'routing' must be a name or a mapping with 'kind'");
+    map.reset(YAML::Node(YAML::NodeType::Map));
+    map["kind"] = "uniform";
+  }
+  const YAML::Node kind = map["kind"];
+  s.routing.kind = kind ? kind.as<std::string>() : "uniform";
+  s.routing.where = loc(src, kind, given ? node : parent);
+  const auto* entry = routing_models().find(s.routing.kind);
+  if (!entry) {
+    diags.error(s.routing.where, unknown_name_message("routing model", s.routing.kind, routing_models().names()));
+    return;
+  }
+  s.routing.params = read_params(map, entry->value.params, src, diags, {"kind"});
+  resolved = s.routing.params.to_yaml();
+  resolved["kind"] = s.routing.kind;
+}
+
+void read_policies(const YAML::Node& node, const YAML::Node& root, Scenario& s, const SourceMap& src,
+                   Diagnostics& diags, YAML::Node& resolved) {
+  YAML::Node list = node;
+  if (!node) {
+    list.reset(YAML::Load("[static-ep]"));
+  } else if (!node.IsSequence()) {
+    list.reset(YAML::Node(YAML::NodeType::Sequence));
+    list.push_back(node);
+  }
+  resolved = YAML::Node(YAML::NodeType::Sequence);
+  std::set<std::string> labels;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    PolicyEntry e;
+    e.where = loc(src, item, root);
+    YAML::Node opts;
+    if (item.IsScalar()) {
+      e.name = item.Scalar();
+    } else if (item.IsMap() && item["name"] && item["name"].IsScalar()) {
+      e.name = item["name"].Scalar();
+      opts.reset(item);
+    } else {
+      diags.error(e.where, "a policy entry is a name or a mapping with 'name'");
+      continue;
+    }
+    const auto* info = policies().find(e.name);
+    if (!info) {
+      diags.error(item.IsMap() ? src.locate(item["name"]) : e.where,
+                  unknown_name_message("policy", e.name, policies().names()));
+      continue;
+    }
+    e.params = read_params(opts, info->value.params, src, diags, {"name", "label"});
+    e.label = opts && opts["label"] ? opts["label"].as<std::string>() : e.name;
+    if (!labels.insert(e.label).second)
+      diags.error(e.where, "duplicate policy label '" + e.label + "' (give each entry a distinct 'label')");
+    YAML::Node r = e.params.to_yaml();
+    r["name"] = e.name;
+    r["label"] = e.label;
+    resolved.push_back(r);
+    s.policies.push_back(std::move(e));
+  }
+  if (s.policies.empty() && diags.empty()) diags.error(loc(src, node, root), "no policy to run");
+}
+
+void read_predictors(const YAML::Node& node, Scenario& s, const SourceMap& src, Diagnostics& diags) {
+  YAML::Node list = node ? node : YAML::Load("[none]");
+  if (list.IsScalar()) {
+    YAML::Node l(YAML::NodeType::Sequence);
+    l.push_back(list);
+    list.reset(l);
+  }
+  if (!list.IsSequence()) {
+    diags.error(src.locate(node), "'predictor' must be a name or a list of names");
+    return;
+  }
+  for (const auto& p : list) {
+    const std::string name = p.IsScalar() ? p.Scalar() : std::string();
+    if (!predictors().contains(name)) {
+      diags.error(src.locate(p), unknown_name_message("predictor", name, predictors().names()));
+      continue;
+    }
+    s.predictors.push_back(name);
+  }
+}
+
+Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& overrides,
+               const std::string& base_dir) {
+  Diagnostics diags;
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw InputError(src.locate(root), "a scenario must be a mapping of keys");
+  for (const auto& o : overrides) apply_override(root, o, src, diags);
+  diags.throw_if_any();
+
+  Scenario s;
+  s.file = src.file();
+  s.base_dir = base_dir;
+  YAML::Node res(YAML::NodeType::Map);
+
+  const ParamSet top = read_params(
+      root,
+      {ParamSpec{"name", ParamType::kString, "scenario", "", "scenario name (results go to results/<name>/)", {}, {}, {}},
+       ParamSpec{"description", ParamType::kString, "''", "", "free text", {}, {}, {}},
+       ParamSpec{"seed", ParamType::kInt, "1", "", "seed of every random draw", 0.0, {}, {}}},
+      src, diags, {"model", "hardware", "workload", "policy", "predictor", "output"});
+  s.name = top.get_string("name");
+  s.seed = static_cast<std::uint64_t>(top.get_int("seed"));
+  if (s.name.empty() || s.name.find('/') != std::string::npos || s.name == "." || s.name == "..")
+    diags.error(top.where("name"), "'name' must be a non-empty file name (no '/')");
+  res["name"] = s.name;
+  res["seed"] = s.seed;
+
+  s.model_where = loc(src, root["model"], root);
+  if (!root["model"]) diags.error(s.model_where, "missing required key 'model'");
+  YAML::Node model_res, hw_res, wl_res, routing_res, pol_res;
+  s.model = read_model_section(root["model"], src, diags, model_res);
+  s.hardware_where = loc(src, root["hardware"], root);
+  if (!root["hardware"]) diags.error(s.hardware_where, "missing required key 'hardware'");
+  s.hardware = read_hardware_section(root["hardware"], src, diags, hw_res);
+
+  const YAML::Node wl = root["workload"];
+  const ParamSet w = read_params(wl, workload_specs(), src, diags, {"routing"});
+  s.workload.batch_size = w.get_int("batch_size");
+  s.workload.seq_len = w.get_int("seq_len");
+  s.workload.batches = w.get_int("batches");
+  wl_res = w.to_yaml();
+  read_routing(wl && wl.IsMap() ? wl["routing"] : YAML::Node(), wl ? wl : root, s, src, diags, routing_res);
+  wl_res["routing"] = routing_res;
+
+  read_policies(root["policy"], root, s, src, diags, pol_res);
+  read_predictors(root["predictor"], s, src, diags);
+
+  const ParamSet out = read_params(
+      root["output"],
+      {ParamSpec{"trace", ParamType::kBool, "false", "", "write a Chrome trace (trace-<label>.json) per run", {}, {}, {}}},
+      src, diags);
+  s.trace = out.get_bool("trace");
+
+  // The routing model validates what only it can (trace files, reachable skewness).
+  if (diags.empty()) {
+    const RoutingContext rc = routing_context(s);
+    try {
+      routing_models().get(s.routing.kind).value.make(s.routing.params, rc, s.routing.where);
+    } catch (const InputError& e) {
+      for (const auto& d : e.diagnostics()) diags.error(d.where, d.message);
+    }
+  }
+  diags.throw_if_any();
+
+  res["model"] = model_res;
+  res["hardware"] = hw_res;
+  res["workload"] = wl_res;
+  res["policy"] = pol_res;
+  YAML::Node preds(YAML::NodeType::Sequence);
+  for (const auto& p : s.predictors) preds.push_back(p);
+  res["predictor"] = preds;
+  res["output"] = out.to_yaml();
+  s.resolved = res;
+  return s;
+}
+
+}  // namespace
+
+RoutingContext routing_context(const Scenario& s) {
+  RoutingContext rc;
+  rc.experts = s.model.experts;
+  rc.top_k = s.model.top_k;
+  rc.moe_layers = s.model.num_moe_layers();
+  rc.batches = static_cast<int>(s.workload.batches);
+  rc.model_name = s.model.name;
+  rc.base_dir = s.base_dir;
+  rc.seed = s.seed;
+  return rc;
+}
+
+Scenario load_scenario_text(const std::string& text, const std::string& file,
+                            const std::vector<std::string>& overrides, const std::string& base_dir) {
+  SourceMap src(file);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(SourceLocation{file, e.mark.line + 1, e.mark.column + 1}, "malformed YAML: " + e.msg);
+  }
+  return build(root, src, overrides, base_dir);
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read scenario file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::filesystem::path p(path);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  return load_scenario_text(buf.str(), path, overrides, dir);
+}
+
+}  // namespace moesim

@@ -1,0 +1,62 @@
+#pragma once
+// A scenario: YAML → typed structs → validation, with every problem reported at once as
+// file:line:col. `--set key.path=value` overrides are applied to the YAML tree first.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "hardware/cluster.hpp"
+#include "models/model_spec.hpp"
+#include "models/routing.hpp"
+#include "models/workload.hpp"
+#include "sim/params.hpp"
+
+namespace moesim {
+
+/// One `policy:` entry: a registered name, a label for the result, and its validated options.
+struct PolicyEntry {
+  std::string name;
+  std::string label;
+  ParamSet params;
+  SourceLocation where;
+};
+
+/// The routing model chosen under `workload.routing`.
+struct RoutingChoice {
+  std::string kind;
+  ParamSet params;
+  SourceLocation where;
+};
+
+/// A fully validated scenario.
+struct Scenario {
+  std::string file;
+  std::string base_dir;
+  std::string name;
+  std::uint64_t seed = 1;
+  ModelSpec model;
+  SourceLocation model_where;
+  ClusterSpec hardware;
+  SourceLocation hardware_where;
+  PrefillWorkload workload;
+  RoutingChoice routing;
+  std::vector<PolicyEntry> policies;
+  std::vector<std::string> predictors;
+  bool trace = false;
+  YAML::Node resolved;  ///< every value after presets, overrides and defaults
+};
+
+/// The routing model's view of the scenario.
+RoutingContext routing_context(const Scenario& s);
+
+/// Loads and validates `path` with `overrides` ("a.b.c=value"). Throws InputError listing every
+/// problem found.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+/// Same, from YAML text (tests); `file` is the name used in diagnostics.
+Scenario load_scenario_text(const std::string& text, const std::string& file,
+                            const std::vector<std::string>& overrides = {},
+                            const std::string& base_dir = ".");
+
+}  // namespace moesim

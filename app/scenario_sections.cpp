@@ -1,0 +1,291 @@
+#include "app/scenario_sections.hpp"
+
+#include <sstream>
+
+namespace moesim {
+namespace {
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(12);
+  os << v;
+  return os.str();
+}
+
+ParamSpec int_field(const std::string& name, double def, bool has_def, const std::string& unit,
+                    const std::string& help, double min = 0.0) {
+  return ParamSpec{name, ParamType::kInt, has_def ? num(def) : "", unit, help, min, {}, {}};
+}
+ParamSpec float_field(const std::string& name, double def, const std::string& unit, const std::string& help,
+                      double min = 0.0) {
+  return ParamSpec{name, ParamType::kFloat, num(def), unit, help, min, {}, {}};
+}
+ParamSpec choice_field(const std::string& name, const std::string& def, const std::string& help,
+                       std::vector<std::string> choices) {
+  return ParamSpec{name, ParamType::kString, def, "", help, {}, {}, std::move(choices)};
+}
+
+// Reads the `preset:` key (if any) of a mapping against a registry.
+template <typename T>
+const T* preset_of(const YAML::Node& node, const Registry<T>& reg, const SourceMap& src, Diagnostics& diags,
+                   std::string& name) {
+  YAML::Node p = node.IsScalar() ? node : (node.IsMap() ? node["preset"] : YAML::Node());
+  if (!p) return nullptr;
+  if (!p.IsScalar()) {
+    diags.error(src.locate(p), "'preset' must be a name");
+    return nullptr;
+  }
+  name = p.Scalar();
+  if (const auto* e = reg.find(name)) return &e->value;
+  diags.error(src.locate(p), unknown_name_message(reg.family(), name, reg.names()));
+  return nullptr;
+}
+
+std::vector<ParamSpec> attention_specs(const AttentionSpec* b) {
+  const bool d = b != nullptr;
+  AttentionSpec z;
+  const AttentionSpec& a = d ? *b : z;
+  return {
+      choice_field("kind", d ? attention_kind_name(a.kind) : "mha", "attention kind", {"mha", "gqa", "mqa", "mla"}),
+      int_field("heads", a.heads, d, "", "query heads", 1),
+      int_field("kv_heads", a.kv_heads, d, "", "key/value heads (= heads for MHA, 1 for MQA)", 1),
+      int_field("head_dim", a.head_dim, d, "", "dimension per head", 1),
+      int_field("window", static_cast<double>(a.window), true, "tokens", "sliding window (0 = full attention)"),
+      ParamSpec{"causal", ParamType::kBool, a.causal ? "true" : "false", "", "causal mask (false for encoders)", {}, {}, {}},
+      int_field("q_lora_rank", a.q_lora_rank, true, "", "MLA query compression rank (0 = none)"),
+      int_field("kv_lora_rank", a.kv_lora_rank, true, "", "MLA key/value latent rank"),
+      int_field("qk_nope_head_dim", a.qk_nope_head_dim, true, "", "MLA non-rotary query/key head dim"),
+      int_field("qk_rope_head_dim", a.qk_rope_head_dim, true, "", "MLA rotary query/key head dim"),
+      int_field("v_head_dim", a.v_head_dim, true, "", "MLA value head dim"),
+  };
+}
+
+}  // namespace
+
+std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
+  const bool d = b != nullptr;
+  ModelSpec z;
+  const ModelSpec& m = d ? *b : z;
+  return {
+      int_field("layers", m.layers, d, "", "transformer layers", 1),
+      int_field("first_dense_layers", m.first_dense_layers, true, "", "leading layers with a dense FFN"),
+      int_field("moe_every", m.moe_every, true, "", "after the dense prefix, every n-th layer is MoE", 1),
+      int_field("moe_offset", m.moe_offset, true, "", "offset of the MoE layers within each moe_every group"),
+      int_field("hidden", static_cast<double>(m.hidden), d, "", "model (hidden) dimension", 1),
+      int_field("expert_ffn", static_cast<double>(m.expert_ffn), d, "", "routed expert intermediate size", 1),
+      int_field("dense_ffn", static_cast<double>(m.dense_ffn), true, "", "dense-layer FFN intermediate size"),
+      int_field("experts", m.experts, d, "", "routed experts per MoE layer", 1),
+      int_field("top_k", m.top_k, d, "", "experts selected per token", 1),
+      int_field("shared_experts", m.shared_experts, true, "", "always-active shared experts"),
+      int_field("shared_expert_ffn", static_cast<double>(m.shared_expert_ffn), true, "", "shared expert intermediate size"),
+      choice_field("activation", d ? activation_name(m.activation) : "swiglu", "expert activation",
+                   {"relu", "gelu", "swiglu"}),
+      choice_field("dtype", d ? dtype_name(m.dtype) : "bf16", "weight and activation type", {"fp32", "fp16", "bf16", "fp8"}),
+      int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)"),
+  };
+}
+
+ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                             YAML::Node& resolved) {
+  ModelSpec m;
+  if (!node || (!node.IsScalar() && !node.IsMap())) {
+    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
+                "'model' must be a preset name or a mapping");
+    return m;
+  }
+  std::string preset;
+  const ModelSpec* base = preset_of(node, model_presets(), src, diags, preset);
+  if (node.IsScalar() && !base) return m;
+  const YAML::Node map = node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, model_field_specs(base), src, diags, {"preset", "name", "attention"});
+  const YAML::Node attn_node = map ? map["attention"] : YAML::Node();
+  const ParamSet a = read_params(attn_node, attention_specs(base ? &base->attention : nullptr), src, diags);
+  m.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+  m.layers = static_cast<int>(p.get_int("layers"));
+  m.first_dense_layers = static_cast<int>(p.get_int("first_dense_layers"));
+  m.moe_every = static_cast<int>(p.get_int("moe_every"));
+  m.moe_offset = static_cast<int>(p.get_int("moe_offset"));
+  m.hidden = p.get_int("hidden");
+  m.expert_ffn = p.get_int("expert_ffn");
+  m.dense_ffn = p.get_int("dense_ffn");
+  m.experts = static_cast<int>(p.get_int("experts"));
+  m.top_k = static_cast<int>(p.get_int("top_k"));
+  m.shared_experts = static_cast<int>(p.get_int("shared_experts"));
+  m.shared_expert_ffn = p.get_int("shared_expert_ffn");
+  parse_activation(p.get_string("activation"), m.activation);
+  parse_dtype(p.get_string("dtype"), m.dtype);
+  m.vocab = p.get_int("vocab");
+  AttentionSpec& at = m.attention;
+  parse_attention_kind(a.get_string("kind"), at.kind);
+  at.heads = static_cast<int>(a.get_int("heads"));
+  at.kv_heads = static_cast<int>(a.get_int("kv_heads"));
+  at.head_dim = static_cast<int>(a.get_int("head_dim"));
+  at.window = a.get_int("window");
+  at.causal = a.get_bool("causal");
+  at.q_lora_rank = static_cast<int>(a.get_int("q_lora_rank"));
+  at.kv_lora_rank = static_cast<int>(a.get_int("kv_lora_rank"));
+  at.qk_nope_head_dim = static_cast<int>(a.get_int("qk_nope_head_dim"));
+  at.qk_rope_head_dim = static_cast<int>(a.get_int("qk_rope_head_dim"));
+  at.v_head_dim = static_cast<int>(a.get_int("v_head_dim"));
+
+  // Cross-field checks, located at the field that is out of range.
+  if (m.top_k > m.experts)
+    diags.error(p.where("top_k").line ? p.where("top_k") : src.locate(node),
+                "'top_k' (" + std::to_string(m.top_k) + ") exceeds the number of experts (" +
+                    std::to_string(m.experts) + ")");
+  if (m.moe_offset >= m.moe_every)
+    diags.error(p.where("moe_offset").line ? p.where("moe_offset") : src.locate(node),
+                "'moe_offset' must be smaller than 'moe_every'");
+  if (at.kv_heads > at.heads || (at.kv_heads > 0 && at.heads % at.kv_heads != 0))
+    diags.error(a.where("kv_heads").line ? a.where("kv_heads") : src.locate(node),
+                "'kv_heads' must divide 'heads'");
+  if (m.num_moe_layers() == 0 && m.layers > 0)
+    diags.error(src.locate(node), "the model has no MoE layer (check first_dense_layers, moe_every)");
+  if (m.first_dense_layers > 0 && m.dense_ffn <= 0)
+    diags.error(src.locate(node), "dense layers need 'dense_ffn' > 0");
+
+  resolved = p.to_yaml();
+  resolved["name"] = m.name;
+  if (!preset.empty()) resolved["preset"] = preset;
+  resolved["attention"] = a.to_yaml();
+  return m;
+}
+
+std::vector<ParamSpec> gpu_field_specs(const GpuSpec& g) {
+  return {
+      float_field("fp32_TFLOPS", g.peak(DType::kFp32) / 1e12, "TFLOP/s", "dense fp32 peak"),
+      float_field("fp16_TFLOPS", g.peak(DType::kFp16) / 1e12, "TFLOP/s", "dense fp16 tensor peak (0 = unsupported)"),
+      float_field("bf16_TFLOPS", g.peak(DType::kBf16) / 1e12, "TFLOP/s", "dense bf16 tensor peak (0 = unsupported)"),
+      float_field("fp8_TFLOPS", g.peak(DType::kFp8) / 1e12, "TFLOP/s", "dense fp8 tensor peak (0 = unsupported)"),
+      float_field("hbm_bandwidth_GBps", g.hbm_bandwidth_Bps / 1e9, "GB/s", "device memory bandwidth"),
+      float_field("memory_GB", g.memory_bytes / 1e9, "GB", "device memory capacity"),
+      int_field("pcie_gen", g.pcie_gen, true, "", "PCIe generation of the host link", 1),
+      int_field("sm_count", g.sm_count, true, "", "streaming multiprocessors"),
+      int_field("copy_engines", g.copy_engines, true, "", "asynchronous copy engines", 1),
+      float_field("kernel_launch_us", g.kernel_launch_us, "us", "fixed cost per kernel launch"),
+  };
+}
+
+std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
+  return {
+      int_field("nodes", c.nodes, true, "", "nodes joined by NICs", 1),
+      int_field("gpus_per_node", c.gpus_per_node, true, "", "GPUs in each node", 1),
+      choice_field("fabric", fabric_name(c.fabric), "intra-node GPU interconnect",
+                   {"nvswitch", "nvlink-mesh", "hybrid-cube-mesh", "pcie"}),
+      float_field("nvlink_bandwidth_GBps", c.nvlink_bandwidth_GBps, "GB/s",
+                  "per direction: per GPU (nvswitch), per pair (nvlink-mesh), per brick (hybrid-cube-mesh)"),
+      float_field("nvlink_latency_us", c.nvlink_latency_us, "us", "per NVLink hop"),
+      float_field("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps, "GB/s", "GPU to PCIe switch, per direction"),
+      float_field("pcie_latency_us", c.pcie_latency_us, "us", "per PCIe hop"),
+      int_field("gpus_per_pcie_switch", c.gpus_per_pcie_switch, true, "", "GPUs under each PCIe switch", 1),
+      float_field("pcie_uplink_GBps", c.pcie_uplink_GBps, "GB/s", "PCIe switch to CPU, per direction"),
+      int_field("sockets", c.sockets, true, "", "CPU sockets per node", 1),
+      float_field("socket_link_GBps", c.socket_link_GBps, "GB/s", "CPU to CPU link, per direction"),
+      float_field("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps, "Gbit/s", "per NIC, per direction"),
+      int_field("nics_per_node", c.nics_per_node, true, "", "NICs per node"),
+      float_field("nic_latency_us", c.nic_latency_us, "us", "NIC to network switch hop"),
+      float_field("collective_launch_us", c.collective_launch_us, "us", "fixed software cost of one collective"),
+  };
+}
+
+namespace {
+
+GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMap& src, Diagnostics& diags,
+                 YAML::Node& resolved) {
+  std::string preset;
+  const GpuSpec* base = node ? preset_of(node, gpu_presets(), src, diags, preset) : nullptr;
+  if (!base) base = fallback;
+  if (!base) {
+    if (node && node.IsMap() && !node["preset"])
+      diags.error(src.locate(node), "'gpu' needs a 'preset' to start from");
+    else if (!node)
+      diags.error(SourceLocation{src.file(), 0, 0}, "a custom cluster needs 'gpu'");
+    return GpuSpec{};
+  }
+  const YAML::Node map = node && node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, gpu_field_specs(*base), src, diags, {"preset"});
+  GpuSpec g = *base;
+  g.peak_flops[static_cast<int>(DType::kFp32)] = p.get_float("fp32_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kFp16)] = p.get_float("fp16_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kBf16)] = p.get_float("bf16_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kFp8)] = p.get_float("fp8_TFLOPS") * 1e12;
+  g.hbm_bandwidth_Bps = p.get_float("hbm_bandwidth_GBps") * 1e9;
+  g.memory_bytes = p.get_float("memory_GB") * 1e9;
+  g.pcie_gen = static_cast<int>(p.get_int("pcie_gen"));
+  g.sm_count = static_cast<int>(p.get_int("sm_count"));
+  g.copy_engines = static_cast<int>(p.get_int("copy_engines"));
+  g.kernel_launch_us = p.get_float("kernel_launch_us");
+  for (const char* k : {"hbm_bandwidth_GBps", "memory_GB"})
+    if (p.get_float(k) <= 0.0) diags.error(p.where(k).line ? p.where(k) : src.locate(node), std::string("'") + k + "' must be > 0");
+  if (g.peak(DType::kFp32) <= 0.0 && g.peak(DType::kFp16) <= 0.0)
+    diags.error(src.locate(node), "the GPU needs a positive fp32 or fp16 peak");
+  resolved = p.to_yaml();
+  resolved["preset"] = preset.empty() ? base->name : preset;
+  return g;
+}
+
+}  // namespace
+
+ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                                  YAML::Node& resolved) {
+  ClusterSpec c;
+  if (!node || (!node.IsScalar() && !node.IsMap())) {
+    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
+                "'hardware' must be a preset name or a mapping");
+    return c;
+  }
+  std::string preset;
+  const ClusterSpec* base = preset_of(node, cluster_presets(), src, diags, preset);
+  if (node.IsScalar() && !base) return c;
+  const ClusterSpec start = base ? *base : ClusterSpec{};
+  const YAML::Node map = node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, cluster_field_specs(start), src, diags, {"preset", "gpu", "name"});
+  YAML::Node gpu_resolved;
+  c.gpu = read_gpu(map ? map["gpu"] : YAML::Node(), base ? &base->gpu : nullptr, src, diags, gpu_resolved);
+  c.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+  c.nodes = static_cast<int>(p.get_int("nodes"));
+  c.gpus_per_node = static_cast<int>(p.get_int("gpus_per_node"));
+  parse_fabric(p.get_string("fabric"), c.fabric);
+  c.nvlink_bandwidth_GBps = p.get_float("nvlink_bandwidth_GBps");
+  c.nvlink_latency_us = p.get_float("nvlink_latency_us");
+  c.pcie_bandwidth_GBps = p.get_float("pcie_bandwidth_GBps");
+  c.pcie_latency_us = p.get_float("pcie_latency_us");
+  c.gpus_per_pcie_switch = static_cast<int>(p.get_int("gpus_per_pcie_switch"));
+  c.pcie_uplink_GBps = p.get_float("pcie_uplink_GBps");
+  c.sockets = static_cast<int>(p.get_int("sockets"));
+  c.socket_link_GBps = p.get_float("socket_link_GBps");
+  c.nic_bandwidth_Gbps = p.get_float("nic_bandwidth_Gbps");
+  c.nics_per_node = static_cast<int>(p.get_int("nics_per_node"));
+  c.nic_latency_us = p.get_float("nic_latency_us");
+  c.collective_launch_us = p.get_float("collective_launch_us");
+
+  // Zero bandwidth on a link the fabric uses is an error at that key.
+  auto need_positive = [&](const char* key, double v) {
+    if (v <= 0.0) diags.error(p.where(key).line ? p.where(key) : src.locate(node),
+                              std::string("'") + key + "' must be > 0 for this cluster");
+  };
+  if (c.fabric != Fabric::kPcie) need_positive("nvlink_bandwidth_GBps", c.nvlink_bandwidth_GBps);
+  need_positive("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps);
+  need_positive("pcie_uplink_GBps", c.pcie_uplink_GBps);
+  if (c.sockets > 1) need_positive("socket_link_GBps", c.socket_link_GBps);
+  if (c.nodes > 1) {
+    need_positive("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps);
+    if (c.nics_per_node < 1)
+      diags.error(p.where("nics_per_node").line ? p.where("nics_per_node") : src.locate(node),
+                  "'nics_per_node' must be >= 1 when nodes > 1");
+  }
+  if (diags.empty()) {
+    try {
+      Cluster check(c);  // the topology builder's own consistency checks
+    } catch (const std::invalid_argument& e) {
+      diags.error(src.locate(node), std::string("invalid cluster: ") + e.what());
+    }
+  }
+  resolved = p.to_yaml();
+  resolved["name"] = c.name;
+  if (!preset.empty()) resolved["preset"] = preset;
+  resolved["gpu"] = gpu_resolved;
+  return c;
+}
+
+}  // namespace moesim

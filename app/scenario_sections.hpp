@@ -1,0 +1,27 @@
+#pragma once
+// The `model:` and `hardware:` sections: a preset name, a preset with overrides, or written out
+// in full. Each field is a declared parameter whose default is the preset's value, so overrides
+// are validated like any key and the resolved section lists every value used.
+#include <yaml-cpp/yaml.h>
+
+#include "hardware/cluster.hpp"
+#include "models/model_spec.hpp"
+#include "sim/params.hpp"
+
+namespace moesim {
+
+/// Parses `model:`; on errors, records them and returns what could be read.
+ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                             YAML::Node& resolved);
+/// Parses `hardware:`; on errors, records them and returns what could be read.
+ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                                  YAML::Node& resolved);
+
+/// Declared fields of a model (defaults from `base`, or required when base is null).
+std::vector<ParamSpec> model_field_specs(const ModelSpec* base);
+/// Declared fields of a cluster (defaults from `base`).
+std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& base);
+/// Declared fields of a GPU (defaults from `base`).
+std::vector<ParamSpec> gpu_field_specs(const GpuSpec& base);
+
+}  // namespace moesim

@@ -1,0 +1,52 @@
+#include "app/summary.hpp"
+
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace moesim {
+
+void print_summary(std::ostream& os, const nlohmann::json& result) {
+  const auto& sc = result["scenario"];
+  os << "scenario " << sc["name"].get<std::string>() << ": " << sc["model"]["name"].get<std::string>() << " on "
+     << sc["hardware"]["name"].get<std::string>() << ", " << sc["workload"]["batches"] << " batch(es) of "
+     << sc["workload"]["batch_size"] << " x " << sc["workload"]["seq_len"] << " tokens, routing "
+     << sc["workload"]["routing"]["kind"].get<std::string>() << "\n\n";
+  const std::vector<std::string> head = {"label",    "predictor", "layer ms", "p99 ms", "TTFT ms",
+                                         "tok/s",    "idle %",    "a2a ms",   "skew",   "gpu max/mean",
+                                         "dropped"};
+  std::vector<std::vector<std::string>> rows;
+  auto fixed = [](double v, int prec) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(prec) << v;
+    return s.str();
+  };
+  for (const auto& r : result["runs"]) {
+    const auto& m = r["metrics"];
+    rows.push_back({r["label"].get<std::string>(), r["predictor"].get<std::string>(),
+                    fixed(m["layer_latency_ms"]["mean"].get<double>(), 3),
+                    fixed(m["layer_latency_ms"]["p99"].get<double>(), 3), fixed(m["ttft_ms"]["mean"].get<double>(), 3),
+                    fixed(m["throughput_tokens_per_s"].get<double>(), 0),
+                    fixed(100.0 * m["gpu_idle_fraction"]["mean"].get<double>(), 1),
+                    fixed(m["alltoall_ms"].get<double>(), 3), fixed(m["load"]["skewness"].get<double>(), 2),
+                    fixed(m["load"]["gpu_max_over_mean"].get<double>(), 2),
+                    std::to_string(m["tokens_dropped"].get<long long>())});
+  }
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (c == 0 || c == 1) os << std::left << std::setw(static_cast<int>(width[c])) << cells[c];
+      else os << std::right << std::setw(static_cast<int>(width[c])) << cells[c];
+      os << (c + 1 < cells.size() ? "  " : "\n");
+    }
+  };
+  line(head);
+  for (const auto& row : rows) line(row);
+}
+
+}  // namespace moesim

@@ -1,0 +1,307 @@
+// Cluster topology as a Boost.Graph adjacency list, and routes between every pair of endpoints.
+//
+// Vertices per node: GPUs, one NVSwitch plane (kNvSwitch fabric), PCIe switches, CPU sockets and
+// NICs; one network switch joins the nodes when there is more than one. Every cable is two
+// directed edges, each its own FlowNetwork link, so the two directions never share bandwidth.
+//
+// Routing rules (what NCCL and the CUDA driver do, reduced to shortest paths):
+//  - GPUs do not forward traffic: a GPU is only ever the first or last vertex of a route.
+//  - CPUs may be transited: that is how GPU pairs without NVLink talk (PCIe peer-to-peer through
+//    the root complex, across the socket link when needed).
+//  - Traffic between two endpoints of one node never leaves the node.
+//  - Traffic between nodes leaves through the source's own NIC and enters through the
+//    destination's own NIC ("rail" NICs: the nearest NIC, index-matched to the GPU when several
+//    are equally near), as NCCL pairs each GPU with the NIC on its PCIe switch.
+// Path cost is latency + the time to push 1 MiB, so a fat path beats a thin one with fewer hops.
+#include "hardware/cluster.hpp"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "hardware/cluster_topology.hpp"
+#include "sim/tick.hpp"
+
+namespace moesim {
+
+using topology::EdgeProps;
+using topology::VertexKind;
+using topology::VertexProps;
+
+namespace {
+using Adj = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProps, EdgeProps>;
+using Vertex = Adj::vertex_descriptor;
+using Edge = Adj::edge_descriptor;
+}  // namespace
+
+struct Cluster::Graph {
+  Adj g;
+  std::vector<Vertex> endpoint;           // endpoint id -> vertex (GPUs, then host CPUs)
+  std::vector<std::vector<Vertex>> nics;  // per node
+  std::vector<std::vector<LinkId>> nic_up;  // per node and NIC: NIC->net (net->NIC is the next id)
+  Vertex net = 0;                           // network switch (nodes > 1)
+};
+
+namespace {
+
+constexpr double kProbeBytes = 1024.0 * 1024.0;  // route cost = time to push 1 MiB
+
+/// Edge filter for route search: GPUs other than the source do not forward, and with `node` >= 0
+/// the search stays inside that node.
+struct RouteFilter {
+  const Adj* g = nullptr;
+  Vertex source = 0;
+  int node = -1;
+  bool operator()(const Edge& e) const {
+    const Vertex u = boost::source(e, *g), v = boost::target(e, *g);
+    if ((*g)[u].kind == VertexKind::kGpu && u != source) return false;
+    return node < 0 || ((*g)[u].node == node && (*g)[v].node == node);
+  }
+};
+
+/// Single-source shortest paths inside one node; `path_to` turns them into link lists.
+class NodeSearch {
+ public:
+  NodeSearch(const Adj& g, Vertex src, int node) : g_(g), src_(src) {
+    const auto n = boost::num_vertices(g);
+    pred_.resize(n);
+    dist_.assign(n, std::numeric_limits<double>::infinity());
+    boost::filtered_graph<Adj, RouteFilter> fg(g, RouteFilter{&g, src, node});
+    const auto index = boost::get(boost::vertex_index, g);
+    boost::dijkstra_shortest_paths(
+        fg, src,
+        boost::predecessor_map(boost::make_iterator_property_map(pred_.begin(), index))
+            .distance_map(boost::make_iterator_property_map(dist_.begin(), index))
+            .weight_map(boost::get(&EdgeProps::weight, g)));
+  }
+  double distance(Vertex v) const { return dist_[v]; }
+  /// Links from the source to `dst`; throws std::invalid_argument when unreachable.
+  std::vector<LinkId> path_to(Vertex dst) const {
+    std::vector<LinkId> out;
+    if (dst == src_) return out;
+    if (!std::isfinite(dist_[dst]))
+      throw std::invalid_argument("no route from " + g_[src_].name + " to " + g_[dst].name);
+    for (Vertex v = dst; v != src_; v = pred_[v]) {
+      const auto [e, found] = boost::edge(pred_[v], v, g_);
+      if (!found) throw std::logic_error("route search returned a missing edge");
+      out.push_back(g_[e].link);
+    }
+    return {out.rbegin(), out.rend()};
+  }
+
+ private:
+  const Adj& g_;
+  Vertex src_;
+  std::vector<Vertex> pred_;
+  std::vector<double> dist_;
+};
+
+}  // namespace
+
+const char* fabric_name(Fabric f) {
+  switch (f) {
+    case Fabric::kNvSwitch: return "nvswitch";
+    case Fabric::kNvLinkMesh: return "nvlink-mesh";
+    case Fabric::kHybridCubeMesh: return "hybrid-cube-mesh";
+    case Fabric::kPcie: return "pcie";
+  }
+  return "?";
+}
+
+bool parse_fabric(const std::string& s, Fabric& out) {
+  for (Fabric f : {Fabric::kNvSwitch, Fabric::kNvLinkMesh, Fabric::kHybridCubeMesh, Fabric::kPcie}) {
+    if (s == fabric_name(f)) {
+      out = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* link_class_name(LinkClass c) {
+  switch (c) {
+    case LinkClass::kNvLink: return "nvlink";
+    case LinkClass::kPcie: return "pcie";
+    case LinkClass::kSocket: return "socket";
+    case LinkClass::kNetwork: return "network";
+  }
+  return "?";
+}
+
+Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), graph_(std::make_unique<Graph>()) {
+  topology::validate(spec_);
+  Adj& g = graph_->g;
+
+  auto add_vertex = [&](VertexKind kind, int node, int index) {
+    VertexProps p{kind, node, index, topology::vertex_name(kind, node, index)};
+    return boost::add_vertex(std::move(p), g);
+  };
+  // One cable = two directed links with their own ids.
+  auto connect = [&](Vertex a, Vertex b, LinkClass cls, double bandwidth_Bps, double latency_us) {
+    for (const auto& [u, v] : {std::pair{a, b}, std::pair{b, a}}) {
+      const auto id = static_cast<LinkId>(links_.size());
+      links_.push_back({g[u].name + "->" + g[v].name, cls, bandwidth_Bps, us_to_ticks(latency_us)});
+      const double weight = latency_us * 1e-6 + kProbeBytes / bandwidth_Bps;
+      boost::add_edge(u, v, EdgeProps{id, weight}, g);
+    }
+  };
+
+  const ClusterSpec& s = spec_;
+  const int G = s.gpus_per_node;
+  const int switches = G / s.gpus_per_pcie_switch;
+  const double nvlink = s.nvlink_bandwidth_GBps * 1e9, pcie = s.pcie_bandwidth_GBps * 1e9;
+  const bool multi = s.nodes > 1;
+
+  graph_->endpoint.resize(static_cast<std::size_t>(num_endpoints()));
+  graph_->nics.resize(static_cast<std::size_t>(s.nodes));
+  graph_->nic_up.resize(static_cast<std::size_t>(s.nodes));
+  if (multi) graph_->net = add_vertex(VertexKind::kNetSwitch, -1, 0);
+
+  for (int n = 0; n < s.nodes; ++n) {
+    std::vector<Vertex> gpu(G), sw(switches), cpu(s.sockets);
+    for (int i = 0; i < G; ++i) gpu[i] = graph_->endpoint[n * G + i] = add_vertex(VertexKind::kGpu, n, i);
+    for (int c = 0; c < s.sockets; ++c) cpu[c] = add_vertex(VertexKind::kCpu, n, c);
+    graph_->endpoint[host_endpoint(n)] = cpu[0];
+    for (int w = 0; w < switches; ++w) sw[w] = add_vertex(VertexKind::kPcieSwitch, n, w);
+
+    // Intra-node GPU fabric.
+    if (s.fabric == Fabric::kNvSwitch) {
+      const Vertex plane = add_vertex(VertexKind::kNvSwitch, n, 0);
+      for (int i = 0; i < G; ++i) connect(gpu[i], plane, LinkClass::kNvLink, nvlink, s.nvlink_latency_us);
+    } else if (s.fabric == Fabric::kNvLinkMesh) {
+      for (int i = 0; i < G; ++i)
+        for (int j = i + 1; j < G; ++j)
+          connect(gpu[i], gpu[j], LinkClass::kNvLink, nvlink, s.nvlink_latency_us);
+    } else if (s.fabric == Fabric::kHybridCubeMesh) {
+      for (const auto& b : topology::dgx1_nvlink_bricks())
+        connect(gpu[b.a], gpu[b.b], LinkClass::kNvLink, nvlink * b.bricks, s.nvlink_latency_us);
+    }
+
+    // PCIe tree: GPUs under switches, switches spread evenly over the sockets.
+    for (int i = 0; i < G; ++i)
+      connect(gpu[i], sw[i / s.gpus_per_pcie_switch], LinkClass::kPcie, pcie, s.pcie_latency_us);
+    for (int w = 0; w < switches; ++w)
+      connect(sw[w], cpu[w * s.sockets / switches], LinkClass::kPcie, s.pcie_uplink_GBps * 1e9,
+              s.pcie_latency_us);
+    // Sockets fully connected, socket_link_GBps per pair (all QPI/UPI/xGMI lanes between the two);
+    // a socket hop costs about what a root-complex hop does, so it takes the PCIe hop latency.
+    for (int a = 0; a < s.sockets; ++a)
+      for (int b = a + 1; b < s.sockets; ++b)
+        connect(cpu[a], cpu[b], LinkClass::kSocket, s.socket_link_GBps * 1e9, s.pcie_latency_us);
+
+    // NICs exist only to carry inter-node traffic: spread evenly over the PCIe switches.
+    if (multi) {
+      for (int k = 0; k < s.nics_per_node; ++k) {
+        const Vertex nic = add_vertex(VertexKind::kNic, n, k);
+        graph_->nics[n].push_back(nic);
+        connect(nic, sw[k * switches / s.nics_per_node], LinkClass::kPcie, pcie, s.pcie_latency_us);
+        graph_->nic_up[n].push_back(static_cast<LinkId>(links_.size()));
+        connect(nic, graph_->net, LinkClass::kNetwork, s.nic_bandwidth_Gbps * 1e9 / 8.0, s.nic_latency_us);
+      }
+    }
+  }
+  compute_routes();
+}
+
+void Cluster::compute_routes() {
+  const Graph& gr = *graph_;
+  const Adj& g = gr.g;
+  const int E = num_endpoints(), G = spec_.gpus_per_node;
+  routes_.assign(E, std::vector<std::vector<LinkId>>(E));
+  auto local = [&](int ep) { return ep < num_gpus() ? ep % G : G; };  // index within its node
+
+  // Per endpoint: its rail NIC and the path to it; per NIC: paths to the node's endpoints.
+  std::vector<int> rail(E, -1);
+  std::vector<std::vector<LinkId>> to_rail(E);
+  std::vector<std::vector<std::vector<std::vector<LinkId>>>> from_nic(num_nodes());  // [node][k][local]
+
+  for (int n = 0; n < num_nodes(); ++n) {
+    std::vector<int> eps;
+    for (int i = 0; i < G; ++i) eps.push_back(n * G + i);
+    eps.push_back(host_endpoint(n));
+    const auto& nics = gr.nics[n];
+
+    for (int src : eps) {
+      const NodeSearch search(g, gr.endpoint[src], n);
+      for (int dst : eps) routes_[src][dst] = search.path_to(gr.endpoint[dst]);
+      if (nics.empty()) continue;
+      // Rail NIC: among the nearest NICs, the one index-matched to the GPU's local index.
+      double best = std::numeric_limits<double>::infinity();
+      for (Vertex v : nics) best = std::min(best, search.distance(v));
+      std::vector<int> nearest;
+      for (int k = 0; k < static_cast<int>(nics.size()); ++k)
+        if (search.distance(nics[k]) <= best * (1.0 + 1e-9)) nearest.push_back(k);
+      const int gpu = local(src) % G;  // the host takes GPU 0's preference
+      const int wanted = gpu * static_cast<int>(nics.size()) / G;
+      rail[src] = nearest[gpu % nearest.size()];
+      for (int k : nearest)
+        if (k == wanted) rail[src] = k;
+      to_rail[src] = search.path_to(nics[rail[src]]);
+    }
+    for (Vertex nic : nics) {
+      const NodeSearch search(g, nic, n);
+      std::vector<std::vector<LinkId>> paths(G + 1);
+      for (int dst : eps) paths[local(dst)] = search.path_to(gr.endpoint[dst]);
+      from_nic[n].push_back(std::move(paths));
+    }
+  }
+
+  if (num_nodes() == 1) return;
+  for (int src = 0; src < E; ++src) {
+    for (int dst = 0; dst < E; ++dst) {
+      const int ns = node_of_endpoint(src), nd = node_of_endpoint(dst);
+      if (ns == nd) continue;
+      std::vector<LinkId>& r = routes_[src][dst];
+      r = to_rail[src];
+      r.push_back(gr.nic_up[ns][rail[src]]);
+      r.push_back(gr.nic_up[nd][rail[dst]] + 1);
+      const auto& tail = from_nic[nd][rail[dst]][local(dst)];
+      r.insert(r.end(), tail.begin(), tail.end());
+    }
+  }
+}
+
+Cluster::~Cluster() = default;
+Cluster::Cluster(Cluster&&) noexcept = default;
+Cluster& Cluster::operator=(Cluster&&) noexcept = default;
+
+const std::vector<LinkId>& Cluster::route(int src, int dst) const {
+  if (src < 0 || src >= num_endpoints() || dst < 0 || dst >= num_endpoints())
+    throw std::out_of_range("route(" + std::to_string(src) + ", " + std::to_string(dst) +
+                            "): endpoints are 0.." + std::to_string(num_endpoints() - 1));
+  return routes_[src][dst];
+}
+
+void Cluster::install(FlowNetwork& net) const {
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    const LinkInfo& l = links_[i];
+    const LinkId id = net.add_link(l.name, l.bandwidth_Bps, l.latency);
+    if (id != i)
+      throw std::logic_error("Cluster::install needs an empty FlowNetwork: link '" + l.name +
+                             "' got id " + std::to_string(id) + ", expected " + std::to_string(i));
+  }
+}
+
+double Cluster::route_bandwidth_Bps(int src, int dst) const {
+  double bw = std::numeric_limits<double>::infinity();
+  for (LinkId l : route(src, dst)) bw = std::min(bw, links_[l].bandwidth_Bps);
+  return bw;
+}
+
+Tick Cluster::route_latency(int src, int dst) const {
+  Tick t = 0;
+  for (LinkId l : route(src, dst)) t += links_[l].latency;
+  return t;
+}
+
+std::string Cluster::describe() const {
+  std::vector<int> kinds(topology::kNumVertexKinds, 0);
+  for (auto v : boost::make_iterator_range(boost::vertices(graph_->g)))
+    ++kinds[static_cast<int>(graph_->g[v].kind)];
+  return topology::describe(spec_, kinds, links_);
+}
+
+}  // namespace moesim

@@ -1,0 +1,101 @@
+#pragma once
+// Cluster topology: GPUs, NVSwitches, PCIe switches, CPUs (host memory) and NICs as a Boost.Graph
+// graph of directed links. Routes between every pair of endpoints are computed once at build time.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hardware/gpu_spec.hpp"
+#include "sim/flow_network.hpp"
+#include "sim/registry.hpp"
+
+namespace moesim {
+
+/// How the GPUs inside one node are wired together.
+enum class Fabric {
+  kNvSwitch,        ///< every GPU to an NVSwitch plane (DGX A100/H100): nvlink_bandwidth per GPU
+  kNvLinkMesh,      ///< every GPU pair directly linked: nvlink_bandwidth per pair
+  kHybridCubeMesh,  ///< DGX-1 V100 wiring: 1 or 2 NVLink bricks per linked pair, PCIe otherwise
+  kPcie,            ///< no NVLink: GPU traffic crosses PCIe switches (and the CPU when needed)
+};
+const char* fabric_name(Fabric f);
+bool parse_fabric(const std::string& s, Fabric& out);
+
+/// Everything needed to build a cluster. Presets are values of this; YAML overrides fields.
+/// Bandwidths are per direction.
+struct ClusterSpec {
+  std::string name;
+  GpuSpec gpu;
+  int nodes = 1;
+  int gpus_per_node = 8;
+  Fabric fabric = Fabric::kNvSwitch;
+  double nvlink_bandwidth_GBps = 0.0;  ///< meaning depends on fabric (see Fabric)
+  double nvlink_latency_us = 0.0;      ///< per hop
+  double pcie_bandwidth_GBps = 0.0;    ///< GPU ↔ PCIe switch
+  double pcie_latency_us = 0.0;        ///< per hop
+  int gpus_per_pcie_switch = 2;
+  double pcie_uplink_GBps = 0.0;       ///< PCIe switch ↔ CPU root port
+  int sockets = 2;                     ///< CPUs per node; PCIe switches are spread over them
+  double socket_link_GBps = 0.0;       ///< CPU ↔ CPU (QPI/UPI/xGMI)
+  double nic_bandwidth_Gbps = 0.0;     ///< per NIC (Gbit/s); 0 with nodes == 1 means none
+  int nics_per_node = 0;               ///< NICs sit on the PCIe switches, spread evenly
+  double nic_latency_us = 0.0;         ///< NIC ↔ network switch hop
+  double collective_launch_us = 0.0;   ///< fixed software cost of one collective call (NCCL)
+
+  int num_gpus() const { return nodes * gpus_per_node; }
+};
+
+/// Registry of cluster presets ("dgx-a100", "dgx1-v100", ...).
+Registry<ClusterSpec>& cluster_presets();
+
+enum class LinkClass { kNvLink, kPcie, kSocket, kNetwork };
+const char* link_class_name(LinkClass c);
+
+/// A built topology with precomputed routes. Endpoints are GPUs [0, G) and host memories
+/// [G, G + nodes): one per node (the CPU its PCIe tree hangs from).
+class Cluster {
+ public:
+  /// Builds the graph and all routes. Throws std::invalid_argument on an inconsistent spec
+  /// (the scenario validator reports these as input errors before building).
+  explicit Cluster(ClusterSpec spec);
+  ~Cluster();
+  Cluster(Cluster&&) noexcept;
+  Cluster& operator=(Cluster&&) noexcept;
+
+  const ClusterSpec& spec() const { return spec_; }
+  int num_gpus() const { return spec_.num_gpus(); }
+  int num_nodes() const { return spec_.nodes; }
+  int node_of_gpu(int gpu) const { return gpu / spec_.gpus_per_node; }
+  int gpu_endpoint(int gpu) const { return gpu; }
+  int host_endpoint(int node) const { return num_gpus() + node; }
+  int num_endpoints() const { return num_gpus() + num_nodes(); }
+  int node_of_endpoint(int ep) const { return ep < num_gpus() ? node_of_gpu(ep) : ep - num_gpus(); }
+
+  struct LinkInfo {
+    std::string name;  ///< e.g. "gpu0->nvswitch0"
+    LinkClass cls;
+    double bandwidth_Bps;
+    Tick latency;
+  };
+  const std::vector<LinkInfo>& links() const { return links_; }
+  /// Directed links from endpoint `src` to endpoint `dst` (empty when src == dst).
+  const std::vector<LinkId>& route(int src, int dst) const;
+  /// Adds every link to `net` so that LinkId == index in links().
+  void install(FlowNetwork& net) const;
+  /// The narrowest link bandwidth on a route (bytes/s); infinity for an empty route.
+  double route_bandwidth_Bps(int src, int dst) const;
+  /// The sum of the per-hop latencies on a route (0 for an empty route).
+  Tick route_latency(int src, int dst) const;
+  /// A human-readable description of vertices and links.
+  std::string describe() const;
+
+ private:
+  struct Graph;  // Boost.Graph adjacency list, kept out of the header
+  void compute_routes();
+  ClusterSpec spec_;
+  std::vector<LinkInfo> links_;
+  std::vector<std::vector<std::vector<LinkId>>> routes_;  // [src][dst]
+  std::unique_ptr<Graph> graph_;
+};
+
+}  // namespace moesim

@@ -1,0 +1,217 @@
+#include "hardware/collectives.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "sim/plan_executor.hpp"
+
+namespace moesim {
+
+const char* collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllReduce: return "allreduce";
+    case CollectiveKind::kAllGather: return "allgather";
+    case CollectiveKind::kAllToAll: return "alltoall";
+    case CollectiveKind::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+bool parse_collective(const std::string& s, CollectiveKind& out) {
+  for (auto k : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kAllToAll,
+                 CollectiveKind::kSendRecv}) {
+    if (s == collective_name(k)) {
+      out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<int> ring_order(const Cluster& cluster, const std::vector<int>& gpus) {
+  if (gpus.empty()) return {};
+  std::vector<int> ring{gpus.front()};
+  std::vector<char> used(gpus.size(), 0);
+  used[0] = 1;
+  for (std::size_t step = 1; step < gpus.size(); ++step) {
+    const int cur = ring.back();
+    std::size_t best = gpus.size();
+    double best_bw = -1.0;
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      if (used[i]) continue;
+      const double bw = cluster.route_bandwidth_Bps(cluster.gpu_endpoint(cur), cluster.gpu_endpoint(gpus[i]));
+      if (bw > best_bw) {
+        best_bw = bw;
+        best = i;
+      }
+    }
+    used[best] = 1;
+    ring.push_back(gpus[best]);
+  }
+  return ring;
+}
+
+std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector<int>& gpus, int max_rings) {
+  const std::size_t n = gpus.size();
+  auto bw = [&](int a, int b) {
+    return cluster.route_bandwidth_Bps(cluster.gpu_endpoint(a), cluster.gpu_endpoint(b));
+  };
+  if (n < 3) return {RingChannel{gpus, n == 2 ? bw(gpus[0], gpus[1]) : 0.0}};
+  std::map<LinkId, int> use;  // rings already crossing each directed link
+  auto route_use = [&](int a, int b) {
+    int worst = 0;
+    for (LinkId l : cluster.route(cluster.gpu_endpoint(a), cluster.gpu_endpoint(b))) worst = std::max(worst, use[l]);
+    return worst;
+  };
+  std::vector<RingChannel> rings;
+  for (int r = 0; r < max_rings; ++r) {
+    // Greedy: next hop with the most bandwidth left per ring already using it.
+    RingChannel ch{{gpus.front()}, 0.0};
+    std::vector<char> used(n, 0);
+    used[0] = 1;
+    for (std::size_t step = 1; step < n; ++step) {
+      std::size_t best = n;
+      double best_score = -1.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (used[i]) continue;
+        const double score = bw(ch.order.back(), gpus[i]) / (1.0 + route_use(ch.order.back(), gpus[i]));
+        if (score > best_score) {
+          best = i;
+          best_score = score;
+        }
+      }
+      used[best] = 1;
+      ch.order.push_back(gpus[best]);
+    }
+    int min_use = r;
+    ch.bottleneck_Bps = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < n; ++i) {
+      min_use = std::min(min_use, route_use(ch.order[i], ch.order[(i + 1) % n]));
+      ch.bottleneck_Bps = std::min(ch.bottleneck_Bps, bw(ch.order[i], ch.order[(i + 1) % n]));
+    }
+    // Stop when a ring only repeats used links, or needs links much thinner than the first ring's
+    // (NCCL does not put channels on PCIe while NVLink rings exist).
+    if (r > 0 && (min_use >= r || ch.bottleneck_Bps < 0.5 * rings.front().bottleneck_Bps)) break;
+    for (std::size_t i = 0; i < n; ++i)
+      for (LinkId l : cluster.route(cluster.gpu_endpoint(ch.order[i]), cluster.gpu_endpoint(ch.order[(i + 1) % n]))) ++use[l];
+    rings.push_back(std::move(ch));
+  }
+  return rings;
+}
+
+namespace {
+
+// NCCL's default ceiling on rings per collective is far above this; a handful of channels is
+// enough to cover every link of the single-node topologies we model.
+constexpr int kMaxRingChannels = 8;
+
+TaskId launch(TaskGraph& g, const Cluster& c, Phase phase, int layer, TaskGraph::Deps deps) {
+  return g.delay(us_to_ticks(c.spec().collective_launch_us), phase, layer, deps);
+}
+
+// `steps` ring steps of `chunk` bytes split over the ring channels; on each ring, step s on
+// edge i→i+1 waits for step s-1 on edge i-1→i (the data it forwards).
+TaskId add_ring_steps(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, int steps,
+                      double chunk, Phase phase, int layer, TaskGraph::Deps deps) {
+  const TaskId start = launch(g, c, phase, layer, deps);
+  const std::size_t n = gpus.size();
+  if (n < 2) return start;
+  const auto rings = ring_channels(c, gpus, kMaxRingChannels);
+  double total_bw = 0.0;
+  for (const auto& ch : rings) total_bw += ch.bottleneck_Bps;
+  std::vector<TaskId> ends;
+  for (const auto& ch : rings) {
+    // Each channel carries a share of the data in proportion to its bottleneck bandwidth.
+    const double share = chunk * ch.bottleneck_Bps / total_bw;
+    const std::vector<int>& ring = ch.order;
+    std::vector<TaskId> prev(n, start), cur(n);
+    for (int s = 0; s < steps; ++s) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t from = (i + n - 1) % n;
+        const TaskId dep[] = {prev[from], prev[i]};
+        cur[i] = g.transfer(c.gpu_endpoint(ring[i]), c.gpu_endpoint(ring[(i + 1) % n]), share, phase, layer, dep,
+                            ring[i]);
+      }
+      std::swap(prev, cur);
+    }
+    ends.insert(ends.end(), prev.begin(), prev.end());
+  }
+  return g.join(ends, phase, layer);
+}
+
+}  // namespace
+
+TaskId add_ring_all_reduce(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, double bytes,
+                           Phase phase, int layer, TaskGraph::Deps deps) {
+  const int n = static_cast<int>(gpus.size());
+  return add_ring_steps(g, c, gpus, 2 * (n - 1), bytes / std::max(1, n), phase, layer, deps);
+}
+
+TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
+                           double bytes_per_gpu, Phase phase, int layer, TaskGraph::Deps deps) {
+  const int n = static_cast<int>(gpus.size());
+  return add_ring_steps(g, c, gpus, n - 1, bytes_per_gpu, phase, layer, deps);
+}
+
+std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
+                                   const std::vector<std::vector<double>>& bytes, Phase phase,
+                                   int layer, const std::vector<TaskId>& start) {
+  const std::size_t n = gpus.size();
+  std::vector<std::vector<TaskId>> touching(n);
+  for (std::size_t i = 0; i < n; ++i) touching[i].push_back(start[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
+      const TaskId dep[] = {start[i]};
+      const TaskId f = g.transfer(c.gpu_endpoint(gpus[i]), c.gpu_endpoint(gpus[j]), bytes[i][j], phase,
+                                  layer, dep, gpus[i]);
+      touching[i].push_back(f);
+      touching[j].push_back(f);
+    }
+  }
+  std::vector<TaskId> done(n);
+  for (std::size_t i = 0; i < n; ++i) done[i] = g.join(touching[i], phase, layer);
+  return done;
+}
+
+Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double bytes) {
+  if (gpus < 1 || gpus > c.num_gpus())
+    throw std::invalid_argument("collective needs between 1 and " + std::to_string(c.num_gpus()) + " GPUs");
+  if (kind == CollectiveKind::kSendRecv && gpus < 2)
+    throw std::invalid_argument("send/recv needs at least 2 GPUs");
+  std::vector<int> ids(gpus);
+  for (int i = 0; i < gpus; ++i) ids[i] = i;
+  TaskGraph g;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      add_ring_all_reduce(g, c, ids, bytes, Phase::kCollective, -1, {});
+      break;
+    case CollectiveKind::kAllGather:
+      add_ring_all_gather(g, c, ids, bytes / gpus, Phase::kCollective, -1, {});
+      break;
+    case CollectiveKind::kAllToAll: {
+      const TaskId start = launch(g, c, Phase::kCollective, -1, {});
+      std::vector<std::vector<double>> m(gpus, std::vector<double>(gpus, bytes / gpus));
+      add_all_to_all(g, c, ids, m, Phase::kCollective, -1, std::vector<TaskId>(gpus, start));
+      break;
+    }
+    case CollectiveKind::kSendRecv: {
+      const TaskId start = launch(g, c, Phase::kCollective, -1, {});
+      const TaskId dep[] = {start};
+      g.transfer(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1), bytes, Phase::kCollective, -1, dep, 0);
+      break;
+    }
+  }
+  Simulator sim;
+  FlowNetwork net(sim);
+  c.install(net);
+  PlanExecutor exec(sim, net, c.num_gpus(),
+                    {[](const Task&, std::span<const Op>) { return Tick{0}; },
+                     [&c](int s, int d) -> const std::vector<LinkId>& { return c.route(s, d); }});
+  exec.run(g);
+  return sim.now();
+}
+
+}  // namespace moesim

@@ -1,0 +1,48 @@
+#pragma once
+// Collectives expanded into flows on the plan (DESIGN: "collectives decompose into flows"):
+// ring all-reduce and all-gather step by step, all-to-all(v) as concurrent pairwise flows,
+// send/recv as one flow. Each starts with the cluster's fixed collective launch cost.
+#include <string>
+#include <vector>
+
+#include "hardware/cluster.hpp"
+#include "sim/task_graph.hpp"
+
+namespace moesim {
+
+enum class CollectiveKind { kAllReduce, kAllGather, kAllToAll, kSendRecv };
+const char* collective_name(CollectiveKind k);
+bool parse_collective(const std::string& s, CollectiveKind& out);
+
+/// A ring through `gpus` that prefers the fattest next hop (NCCL builds NVLink rings similarly).
+std::vector<int> ring_order(const Cluster& cluster, const std::vector<int>& gpus);
+/// Up to `max_rings` rings ("channels", as NCCL runs them) through `gpus`, each built greedily
+/// over the links the previous rings used least, so that a mesh's parallel links all carry data.
+/// Stops when a new ring would only reuse links, or would need links under half as fast as the
+/// first ring's. Channels carry data in proportion to their bottleneck bandwidth.
+struct RingChannel {
+  std::vector<int> order;       ///< GPUs in ring order
+  double bottleneck_Bps = 0.0;  ///< narrowest hop of the ring
+};
+std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector<int>& gpus, int max_rings);
+
+/// Ring all-reduce of `bytes` per GPU: 2(n-1) steps of bytes/n per GPU. Returns a join.
+TaskId add_ring_all_reduce(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, double bytes,
+                           Phase phase, int layer, TaskGraph::Deps deps);
+/// Ring all-gather where every GPU contributes `bytes_per_gpu`: n-1 steps. Returns a join.
+TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
+                           double bytes_per_gpu, Phase phase, int layer, TaskGraph::Deps deps);
+
+/// All-to-all(v): `bytes[i][j]` from gpus[i] to gpus[j], all flows concurrent once `start[i]`
+/// (per source) is done. Returns, per GPU, a join of every flow it sends or receives: the point
+/// where that GPU's collective call returns.
+std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
+                                   const std::vector<std::vector<double>>& bytes, Phase phase,
+                                   int layer, const std::vector<TaskId>& start);
+
+/// Time for one collective on an otherwise idle cluster: `bytes` is the per-GPU buffer
+/// (all-reduce, all-to-all total per GPU, send/recv message; all-gather output size).
+/// Uses GPUs 0..gpus-1 (send/recv: GPU 0 → GPU gpus-1).
+Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double bytes);
+
+}  // namespace moesim

@@ -1,0 +1,75 @@
+#include "hardware/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace moesim {
+
+ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff)
+    : gpu_(std::move(gpu)), eff_(eff) {}
+
+double ComputeCostModel::peak(DType t) const {
+  double p = gpu_.peak(t);
+  // A dtype without tensor-core support runs at the fp32 rate (e.g. bf16 on V100 is emulated).
+  if (p <= 0.0) p = gpu_.peak(DType::kFp32);
+  if (p <= 0.0) throw std::invalid_argument("GPU " + gpu_.name + " has no usable peak FLOP/s");
+  return p;
+}
+
+double ComputeCostModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const {
+  if (m <= 0 || n <= 0 || k <= 0) return eff_.gemm_peak;
+  // Tile quantisation: a kernel computes whole tiles, so an m of 65 with 128-row tiles does the
+  // work of 128 rows. Small problems pick smaller tiles, so the tile never exceeds the padded dim.
+  auto tile_use = [this](std::int64_t d) {
+    std::int64_t tile = eff_.gemm_tile;
+    while (tile > 16 && d <= tile / 2) tile /= 2;
+    const std::int64_t padded = (d + tile - 1) / tile * tile;
+    return static_cast<double>(d) / static_cast<double>(padded);
+  };
+  const double kd = static_cast<double>(k);
+  const double k_loop = kd / (kd + eff_.gemm_k_half);
+  return eff_.gemm_peak * tile_use(m) * tile_use(n) * std::min(1.0, k_loop * 1.5);
+}
+
+double ComputeCostModel::kernel_seconds(const Op& op) const {
+  const double bw = gpu_.hbm_bandwidth_Bps * eff_.memory;
+  const double mem_s = op.bytes / bw;
+  double compute_s = 0.0;
+  switch (op.kind) {
+    case OpKind::kGemm:
+      compute_s = op.flops / (peak(op.dtype) * gemm_efficiency(op.m, op.n, op.k));
+      break;
+    case OpKind::kGroupedGemm: {
+      // One kernel over all groups: each group's tiles are quantised on its own.
+      double eff_weighted = 0.0;
+      for (auto m : op.group_m) {
+        if (m <= 0) continue;
+        const double f = 2.0 * static_cast<double>(m) * static_cast<double>(op.n) * static_cast<double>(op.k);
+        eff_weighted += f / gemm_efficiency(m, op.n, op.k);
+      }
+      compute_s = eff_weighted / peak(op.dtype);
+      break;
+    }
+    case OpKind::kAttention:
+      compute_s = op.flops / (peak(op.dtype) * eff_.attention);
+      break;
+    case OpKind::kElementwise:
+      compute_s = op.flops / (peak(DType::kFp32) * eff_.elementwise_flops);
+      break;
+  }
+  return std::max(compute_s, mem_s);
+}
+
+Tick ComputeCostModel::op_time(const Op& op) const {
+  if (op.kind == OpKind::kGroupedGemm && op.batch == 0) return 0;  // no expert had tokens
+  return seconds_to_ticks(kernel_seconds(op)) + us_to_ticks(gpu_.kernel_launch_us);
+}
+
+Tick ComputeCostModel::ops_time(std::span<const Op> ops) const {
+  Tick t = 0;
+  for (const auto& op : ops) t += op_time(op);
+  return t;
+}
+
+}  // namespace moesim

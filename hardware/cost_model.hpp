@@ -1,0 +1,46 @@
+#pragma once
+// Compute cost: a roofline per op, t = max(flops / (peak · η_c(shape)), bytes / (hbm_bw · η_m))
+// plus the kernel launch. η comes from datasheet-level default curves; a calibration profile
+// (measured efficiency tables) replaces them where it has data.
+#include <cstdint>
+#include <span>
+
+#include "hardware/gpu_spec.hpp"
+#include "sim/tick.hpp"
+#include "sim/work.hpp"
+
+namespace moesim {
+
+/// Efficiency parameters of the default (uncalibrated) compute model.
+struct ComputeEfficiency {
+  double gemm_peak = 0.80;       ///< η_c of a large, tile-aligned GEMM (cuBLAS reaches ~75-85%)
+  std::int64_t gemm_tile = 128;  ///< output tile edge: partial tiles waste their unused rows/cols
+  double gemm_k_half = 64.0;     ///< k at which the main loop's fixed cost halves η_c
+  double attention = 0.55;       ///< η_c of fused (flash) attention in prefill
+  double memory = 0.85;          ///< η_m: achievable fraction of HBM bandwidth
+  double elementwise_flops = 0.25;
+};
+
+/// Prices ops on one GPU model. Never decides anything: policies choose the ops.
+class ComputeCostModel {
+ public:
+  explicit ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff = {});
+
+  /// Kernel time of one op in seconds, without launch overhead.
+  double kernel_seconds(const Op& op) const;
+  /// Kernel time plus launch overhead, in ticks.
+  Tick op_time(const Op& op) const;
+  /// Sum of op_time over `ops` (ops on one stream run back to back).
+  Tick ops_time(std::span<const Op> ops) const;
+  /// η_c of a GEMM of this shape (tile and k-loop effects).
+  double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const;
+  const GpuSpec& gpu() const { return gpu_; }
+  const ComputeEfficiency& efficiency() const { return eff_; }
+
+ private:
+  double peak(DType t) const;
+  GpuSpec gpu_;
+  ComputeEfficiency eff_;
+};
+
+}  // namespace moesim

@@ -1,0 +1,223 @@
+// Model presets with the numbers of each model's published Hugging Face config.json (cited per
+// preset). Parameter totals they imply are checked against the model cards in
+// tests/models/test_model_spec.cpp.
+#include "models/model_spec.hpp"
+
+namespace moesim {
+
+Registry<ModelSpec>& model_presets() {
+  static Registry<ModelSpec> registry("model");
+  return registry;
+}
+
+namespace {
+
+AttentionSpec standard_attention(AttentionKind kind, int heads, int kv_heads, int head_dim,
+                                 std::int64_t window = 0, bool causal = true) {
+  AttentionSpec a;
+  a.kind = kind;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.window = window;
+  a.causal = causal;
+  return a;
+}
+
+AttentionSpec mla(int heads, int q_lora_rank, int kv_lora_rank) {
+  // DeepSeek-V2/V3 use the same head shapes: 128 no-rope + 64 rope dims for q/k, 128 for v.
+  AttentionSpec a;
+  a.kind = AttentionKind::kMla;
+  a.heads = heads;
+  a.kv_heads = heads;
+  a.head_dim = 128 + 64;
+  a.q_lora_rank = q_lora_rank;
+  a.kv_lora_rank = kv_lora_rank;
+  a.qk_nope_head_dim = 128;
+  a.qk_rope_head_dim = 64;
+  a.v_head_dim = 128;
+  return a;
+}
+
+// google/switch-base-{8,64,128,256} config.json: d_model 768, d_ff 3072, num_heads 12, d_kv 64,
+// num_layers 12, encoder_sparse_step 2 (layers 1, 3, ..., 11 are MoE), ReLU, top-1,
+// vocab_size 32128. HarMoEny §V-A and MoEShard §4 serve the 12-layer *encoder* (non-causal, no
+// LM head: one embedding matrix). HarMoEny ran V100s and reports 18 MB per Switch expert and
+// 33 MB per Qwen expert, i.e. 4 bytes per parameter, so the Switch presets are fp32.
+ModelSpec switch_base(int experts) {
+  ModelSpec m;
+  m.name = "switch-base-" + std::to_string(experts);
+  m.layers = 12;
+  m.moe_every = 2;
+  m.moe_offset = 1;
+  m.hidden = 768;
+  m.expert_ffn = 3072;
+  m.dense_ffn = 3072;
+  m.experts = experts;
+  m.top_k = 1;
+  m.activation = Activation::kRelu;
+  m.attention = standard_attention(AttentionKind::kMha, 12, 12, 64, 0, /*causal=*/false);
+  m.dtype = DType::kFp32;
+  m.vocab = 32128;
+  m.tied_embeddings = true;
+  return m;
+}
+
+// Qwen/Qwen1.5-MoE-A2.7B config.json: hidden 2048, 24 layers, 60 experts of
+// moe_intermediate_size 1408, top-4, shared_expert_intermediate_size 5632 (one shared expert),
+// 16 heads MHA (head_dim 128), SiLU-GLU, vocab 151936, bfloat16. (HarMoEny ran it in fp32.)
+ModelSpec qwen15_moe() {
+  ModelSpec m;
+  m.name = "qwen1.5-moe-a2.7b";
+  m.layers = 24;
+  m.hidden = 2048;
+  m.expert_ffn = 1408;
+  m.dense_ffn = 5632;
+  m.experts = 60;
+  m.top_k = 4;
+  m.shared_experts = 1;
+  m.shared_expert_ffn = 5632;
+  m.attention = standard_attention(AttentionKind::kMha, 16, 16, 128);
+  m.vocab = 151936;
+  return m;
+}
+
+// mistralai/Mixtral-8x7B-v0.1 config.json: 32 layers, hidden 4096, 8 experts of 14336, top-2,
+// 32 heads / 8 KV heads, head_dim 128, vocab 32000, bfloat16. Window 4096 as in the Mistral
+// paper and MoE-GPS §4 ("a 4K sliding window").
+ModelSpec mixtral_8x7b() {
+  ModelSpec m;
+  m.name = "mixtral-8x7b";
+  m.layers = 32;
+  m.hidden = 4096;
+  m.expert_ffn = 14336;
+  m.experts = 8;
+  m.top_k = 2;
+  m.attention = standard_attention(AttentionKind::kGqa, 32, 8, 128, 4096);
+  m.vocab = 32000;
+  return m;
+}
+
+// mistralai/Mixtral-8x22B-Instruct-v0.1 config.json: 56 layers, hidden 6144, 8 experts of 16384,
+// top-2, 48 heads / 8 KV heads, head_dim 128, no sliding window, vocab 32768, bfloat16.
+ModelSpec mixtral_8x22b() {
+  ModelSpec m;
+  m.name = "mixtral-8x22b";
+  m.layers = 56;
+  m.hidden = 6144;
+  m.expert_ffn = 16384;
+  m.experts = 8;
+  m.top_k = 2;
+  m.attention = standard_attention(AttentionKind::kGqa, 48, 8, 128);
+  m.vocab = 32768;
+  return m;
+}
+
+// allenai/OLMoE-1B-7B-0924 config.json: 16 layers, hidden 2048, 64 experts of 1024, top-8,
+// 16 heads MHA (head_dim 128), SwiGLU, vocab 50304, untied, bfloat16.
+ModelSpec olmoe() {
+  ModelSpec m;
+  m.name = "olmoe-1b-7b";
+  m.layers = 16;
+  m.hidden = 2048;
+  m.expert_ffn = 1024;
+  m.experts = 64;
+  m.top_k = 8;
+  m.attention = standard_attention(AttentionKind::kMha, 16, 16, 128);
+  m.vocab = 50304;
+  return m;
+}
+
+// deepseek-ai/DeepSeek-V2-Lite config.json: 27 layers, hidden 2048, first_k_dense_replace 1
+// (intermediate_size 10944), 64 routed experts of moe_intermediate_size 1408, top-6,
+// n_shared_experts 2, MLA with 16 heads, q_lora_rank null, kv_lora_rank 512, vocab 102400, bf16.
+ModelSpec deepseek_v2_lite() {
+  ModelSpec m;
+  m.name = "deepseek-v2-lite";
+  m.layers = 27;
+  m.first_dense_layers = 1;
+  m.hidden = 2048;
+  m.expert_ffn = 1408;
+  m.dense_ffn = 10944;
+  m.experts = 64;
+  m.top_k = 6;
+  m.shared_experts = 2;
+  m.shared_expert_ffn = 1408;
+  m.attention = mla(16, 0, 512);
+  m.vocab = 102400;
+  return m;
+}
+
+// Qwen/Qwen3-30B-A3B config.json: 48 layers, hidden 2048, 128 experts of 768, top-8,
+// 32 heads / 4 KV heads, head_dim 128, vocab 151936, untied, bfloat16.
+ModelSpec qwen3_30b() {
+  ModelSpec m;
+  m.name = "qwen3-30b-a3b";
+  m.layers = 48;
+  m.hidden = 2048;
+  m.expert_ffn = 768;
+  m.dense_ffn = 6144;
+  m.experts = 128;
+  m.top_k = 8;
+  m.attention = standard_attention(AttentionKind::kGqa, 32, 4, 128);
+  m.vocab = 151936;
+  return m;
+}
+
+// deepseek-ai/DeepSeek-V3 config.json: 61 layers, hidden 7168, first_k_dense_replace 3
+// (intermediate_size 18432), 256 routed experts of 2048, top-8, 1 shared expert, MLA with
+// 128 heads, q_lora_rank 1536, kv_lora_rank 512, vocab 129280, weights in fp8 (e4m3).
+// The multi-token-prediction module (14B) is not part of the 671B and is left out.
+ModelSpec deepseek_v3() {
+  ModelSpec m;
+  m.name = "deepseek-v3";
+  m.layers = 61;
+  m.first_dense_layers = 3;
+  m.hidden = 7168;
+  m.expert_ffn = 2048;
+  m.dense_ffn = 18432;
+  m.experts = 256;
+  m.top_k = 8;
+  m.shared_experts = 1;
+  m.shared_expert_ffn = 2048;
+  m.attention = mla(128, 1536, 512);
+  m.dtype = DType::kFp8;
+  m.vocab = 129280;
+  return m;
+}
+
+// llama-moe/LLaMA-MoE-v1-3_5B-4_16 config.json: LLaMA-2-7B with each FFN split into 16 experts
+// (size_experts 688), num_selects 4, 32 layers, hidden 4096, 32 heads MHA, vocab 32000; fp16 as
+// LLaMA-2 was released.
+ModelSpec llama_moe() {
+  ModelSpec m;
+  m.name = "llama-moe";
+  m.layers = 32;
+  m.hidden = 4096;
+  m.expert_ffn = 688;
+  m.experts = 16;
+  m.top_k = 4;
+  m.attention = standard_attention(AttentionKind::kMha, 32, 32, 128);
+  m.dtype = DType::kFp16;
+  m.vocab = 32000;
+  return m;
+}
+
+bool add(const ModelSpec& m, const std::string& description) { return model_presets().add(m.name, description, m); }
+
+[[maybe_unused]] const bool kRegistered =
+    add(switch_base(8), "Switch-Base encoder, 8 experts (T5 encoder, MoE every other layer, top-1, fp32)") &&
+    add(switch_base(64), "Switch-Base encoder, 64 experts (T5 encoder, MoE every other layer, top-1, fp32)") &&
+    add(switch_base(128), "Switch-Base encoder, 128 experts (HarMoEny's SWITCH128; MoEShard's encoder)") &&
+    add(switch_base(256), "Switch-Base encoder, 256 experts (T5 encoder, MoE every other layer, top-1, fp32)") &&
+    add(qwen15_moe(), "Qwen1.5-MoE-A2.7B: 60 experts top-4 + one shared expert (HarMoEny's QWEN)") &&
+    add(mixtral_8x7b(), "Mixtral 8x7B: 8 experts top-2, GQA, 4K sliding window (MoE-GPS, AMoE)") &&
+    add(mixtral_8x22b(), "Mixtral 8x22B: 8 experts top-2, GQA 48/8 heads") &&
+    add(olmoe(), "OLMoE-1B-7B: 64 experts top-8, strongly skewed real routing") &&
+    add(deepseek_v2_lite(), "DeepSeek-V2-Lite: MLA, 64 routed experts top-6 + 2 shared, first layer dense") &&
+    add(qwen3_30b(), "Qwen3-30B-A3B: 128 experts top-8, GQA 32/4 heads") &&
+    add(deepseek_v3(), "DeepSeek-V3: MLA, 256 routed experts top-8 + 1 shared, first 3 layers dense, fp8") &&
+    add(llama_moe(), "LLaMA-MoE-3.5B (4/16): LLaMA-2-7B FFNs split into 16 experts, top-4");
+
+}  // namespace
+}  // namespace moesim

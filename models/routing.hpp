@@ -1,0 +1,91 @@
+#pragma once
+// Routing models: which experts each token selects in each MoE layer of each batch. Seeded and
+// registered by name. Most models define a per-expert distribution p (shares of all selections)
+// and draw top-k distinct experts per token whose inclusion probabilities match k·p.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/params.hpp"
+#include "sim/registry.hpp"
+#include "sim/rng.hpp"
+
+namespace moesim {
+
+/// The routing of one MoE layer for one batch: `top_k` distinct experts per token.
+struct LayerRouting {
+  std::int64_t num_tokens = 0;
+  int top_k = 1;
+  int num_experts = 0;
+  std::vector<std::int32_t> experts;  ///< token t's selections at [t*top_k, (t+1)*top_k)
+
+  std::int32_t expert(std::int64_t token, int slot) const { return experts[token * top_k + slot]; }
+  /// Selections per expert.
+  std::vector<std::int64_t> expert_counts() const;
+  /// MoE-GPS skewness: max selections on one expert / mean selections per expert.
+  double skewness() const;
+};
+
+/// What a routing model needs to know about the model and workload.
+struct RoutingContext {
+  int experts = 0;
+  int top_k = 1;
+  int moe_layers = 0;
+  int batches = 1;
+  std::string model_name;   ///< preset name, for trace row selection defaults
+  std::string base_dir;     ///< directory of the scenario file, for relative trace paths
+  std::uint64_t seed = 0;   ///< scenario seed, for choices fixed once per run (random hot sets)
+};
+
+/// Base class. Subclasses override `distribution` (or `route` for non-distribution models).
+class RoutingModel {
+ public:
+  virtual ~RoutingModel() = default;
+  /// Share of all selections each expert receives at (batch, moe_layer); sums to 1.
+  /// `rng` is the (batch, layer) stream, for models whose skew itself is random.
+  virtual std::vector<double> distribution(int batch, int moe_layer, Rng& rng) const = 0;
+  /// Draws the routing of `tokens` tokens. Default: systematic sampling with inclusion
+  /// probabilities min(1, k·p_i) (renormalised), so each token gets k distinct experts and
+  /// expert shares match p whenever k·p_i <= 1.
+  virtual LayerRouting route(int batch, int moe_layer, std::int64_t tokens, Rng& rng) const;
+
+ protected:
+  explicit RoutingModel(RoutingContext ctx) : ctx_(std::move(ctx)) {}
+  RoutingContext ctx_;
+};
+
+/// Registry entry: declared options and a factory. Factories may throw InputError for
+/// problems they detect (e.g. a trace file with no matching rows), located at `where`.
+struct RoutingModelInfo {
+  std::vector<ParamSpec> params;
+  std::function<std::unique_ptr<RoutingModel>(const ParamSet&, const RoutingContext&,
+                                              const SourceLocation& where)>
+      make;
+};
+Registry<RoutingModelInfo>& routing_models();
+
+/// Turns per-expert shares into per-token inclusion probabilities (sum k, each <= 1).
+std::vector<double> inclusion_probabilities(const std::vector<double>& p, int top_k);
+
+/// Systematic (Madow) sampling of `tokens` tokens, each selecting round(sum(pi)) distinct
+/// experts with inclusion probabilities `pi` (each <= 1, e.g. from inclusion_probabilities).
+/// The expert order is reshuffled with `rng` every 64 tokens (so co-selected pairs vary); then
+/// one uniform draw per token.
+LayerRouting systematic_sample(const std::vector<double>& pi, int top_k, std::int64_t tokens, Rng& rng);
+
+/// A routing model whose distribution depends only on the MoE layer: `rows[moe_layer % rows]`.
+/// One row gives the same distribution everywhere (uniform, skewed, zipf, ...); several rows
+/// cycle through per-layer shares (e.g. a trace's layers).
+class TableRoutingModel : public RoutingModel {
+ public:
+  TableRoutingModel(RoutingContext ctx, std::vector<std::vector<double>> rows);
+  std::vector<double> distribution(int batch, int moe_layer, Rng& rng) const override;
+  const std::vector<std::vector<double>>& rows() const { return rows_; }
+
+ private:
+  std::vector<std::vector<double>> rows_;
+};
+
+}  // namespace moesim

@@ -1,0 +1,18 @@
+#pragma once
+// Workloads: what arrives to be served. Today: offline prefill batches. A request-level serving
+// workload (arrivals, decode) will be a second kind next to this one.
+#include <cstdint>
+#include <string>
+
+namespace moesim {
+
+/// `batches` batches, each of `batch_size` sequences of `seq_len` tokens, processed one after
+/// another through the whole model (prefill only).
+struct PrefillWorkload {
+  std::int64_t batch_size = 1;
+  std::int64_t seq_len = 128;
+  std::int64_t batches = 1;
+  std::int64_t tokens_per_batch() const { return batch_size * seq_len; }
+};
+
+}  // namespace moesim

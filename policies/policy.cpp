@@ -1,0 +1,38 @@
+#include "policies/policy.hpp"
+
+namespace moesim {
+
+Registry<PolicyInfo>& policies() {
+  static Registry<PolicyInfo> registry("policy");
+  return registry;
+}
+
+ExpertPlacement ExpertPlacement::from_owner(const std::vector<int>& owner, int num_gpus) {
+  ExpertPlacement p;
+  p.gpus_of_expert.resize(owner.size());
+  p.experts_on_gpu.resize(num_gpus);
+  for (std::size_t e = 0; e < owner.size(); ++e) {
+    p.gpus_of_expert[e].push_back(owner[e]);
+    p.experts_on_gpu[owner[e]].push_back(static_cast<int>(e));
+  }
+  return p;
+}
+
+ParamSpec placement_param() {
+  return ParamSpec{"placement", ParamType::kString, "contiguous", "",
+                   "static expert layout: contiguous (expert e on GPU floor(e*G/E), as DeepSpeed, "
+                   "FastMoE and vLLM/SGLang) or round-robin (expert e on GPU e mod G)",
+                   {}, {}, {"contiguous", "round-robin"}};
+}
+
+std::vector<int> static_owner(const std::string& placement, int experts, int gpus) {
+  std::vector<int> owner(experts);
+  for (int e = 0; e < experts; ++e) {
+    owner[e] = placement == "round-robin"
+                   ? e % gpus
+                   : static_cast<int>(static_cast<std::int64_t>(e) * gpus / experts);
+  }
+  return owner;
+}
+
+}  // namespace moesim

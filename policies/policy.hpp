@@ -1,0 +1,77 @@
+#pragma once
+// Load-balancing / placement policies. A policy decides where experts live and which GPU runs
+// which token; it emits tasks, and the engine times them. Policies register by name with their
+// declared options (see registry.cpp).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hardware/cluster.hpp"
+#include "models/model_spec.hpp"
+#include "models/routing.hpp"
+#include "models/workload.hpp"
+#include "sim/params.hpp"
+#include "sim/registry.hpp"
+#include "sim/task_graph.hpp"
+
+namespace moesim {
+
+/// What a policy may look at when deciding (never a cost model: policies do not time things).
+struct PolicyContext {
+  const ModelSpec& model;
+  const Cluster& cluster;
+  const PrefillWorkload& workload;
+};
+
+/// Which GPUs hold a copy of each expert, and the reverse map.
+struct ExpertPlacement {
+  std::vector<std::vector<int>> gpus_of_expert;
+  std::vector<std::vector<int>> experts_on_gpu;
+  static ExpertPlacement from_owner(const std::vector<int>& owner, int num_gpus);
+};
+
+/// The MoE part of one layer for one batch, as the policy receives it.
+struct MoeLayerInput {
+  int layer = 0;      ///< model layer index
+  int moe_index = 0;  ///< index among MoE layers
+  int batch = 0;
+  const LayerRouting* routing = nullptr;
+  const std::vector<int>* token_home = nullptr;  ///< GPU each token's hidden state lives on
+  std::vector<std::int64_t> home_tokens;         ///< tokens per home GPU
+  std::vector<TaskId> ready;                     ///< per GPU: router finished
+};
+
+/// What the policy reports back for one MoE layer.
+struct MoeLayerOutput {
+  std::vector<TaskId> done;                ///< per GPU: outputs merged on the home GPU
+  std::vector<std::int64_t> gpu_tokens;    ///< expert token-selections computed per GPU
+  std::int64_t tokens_dropped = 0;
+};
+
+/// Base class of all policies.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  /// Decides the static layout for this model and cluster.
+  virtual void setup(const PolicyContext& ctx) = 0;
+  /// Adds the tasks of one MoE layer (from router output to merged outputs) to `plan`.
+  virtual MoeLayerOutput build_moe_layer(TaskGraph& plan, const PolicyContext& ctx,
+                                         const MoeLayerInput& in) = 0;
+  /// Bytes of routed-expert weights and policy buffers each GPU holds.
+  virtual std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const = 0;
+};
+
+/// Registry entry: a one-line description is the registry's; this holds options and factory.
+struct PolicyInfo {
+  std::vector<ParamSpec> params;
+  std::function<std::unique_ptr<Policy>(const ParamSet&)> make;
+};
+Registry<PolicyInfo>& policies();
+
+/// The `placement` option shared by policies that start from a static layout.
+ParamSpec placement_param();
+/// Owner GPU of each expert: "contiguous" (expert e on GPU ⌊e·G/E⌋) or "round-robin" (e mod G).
+std::vector<int> static_owner(const std::string& placement, int experts, int gpus);
+
+}  // namespace moesim

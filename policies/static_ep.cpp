@@ -1,0 +1,78 @@
+// static-ep: static expert placement with barrier all-to-all (HarMoEny §II, §V-A baselines:
+// DeepSpeed, FastMoE). Each expert lives on exactly one GPU; every selection is sent to it.
+// An optional capacity factor drops selections beyond ceil(cf · selections / E) per expert,
+// in token order, as GShard/Switch-style capacity does.
+#include <cmath>
+
+#include "models/model_spec.hpp"
+#include "policies/expert_parallel.hpp"
+
+namespace moesim {
+namespace {
+
+class StaticExpertParallel final : public ExpertParallelPolicy {
+ public:
+  explicit StaticExpertParallel(const ParamSet& p)
+      : placement_name_(p.get_string("placement")), capacity_factor_(p.get_float("capacity_factor")) {}
+
+  void setup(const PolicyContext& ctx) override {
+    owner_ = static_owner(placement_name_, ctx.model.experts, ctx.cluster.num_gpus());
+    placement_ = ExpertPlacement::from_owner(owner_, ctx.cluster.num_gpus());
+  }
+
+  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
+    std::vector<double> bytes(ctx.cluster.num_gpus(), 0.0);
+    // The same layout holds in every MoE layer.
+    const double per_layer = ctx.model.expert_bytes() * ctx.model.num_moe_layers();
+    for (std::size_t g = 0; g < bytes.size(); ++g)
+      bytes[g] = static_cast<double>(placement_.experts_on_gpu[g].size()) * per_layer;
+    return bytes;
+  }
+
+ protected:
+  Dispatch dispatch(const PolicyContext& ctx, const MoeLayerInput& in) override {
+    const LayerRouting& r = *in.routing;
+    const auto& home = *in.token_home;
+    Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
+    std::int64_t capacity = -1;
+    if (capacity_factor_ > 0.0) {
+      const double mean = static_cast<double>(r.num_tokens * r.top_k) / r.num_experts;
+      capacity = static_cast<std::int64_t>(std::ceil(capacity_factor_ * mean));
+    }
+    std::vector<std::int64_t> taken(ctx.model.experts, 0);
+    for (std::int64_t t = 0; t < r.num_tokens; ++t) {
+      for (int s = 0; s < r.top_k; ++s) {
+        const int e = r.expert(t, s);
+        if (capacity >= 0 && taken[e] >= capacity) {
+          ++d.dropped;
+          continue;
+        }
+        ++taken[e];
+        const int dst = owner_[e];
+        ++d.send[home[t]][dst];
+        ++d.load[dst][e];
+      }
+    }
+    return d;
+  }
+
+ private:
+  std::string placement_name_;
+  double capacity_factor_;
+  std::vector<int> owner_;
+  ExpertPlacement placement_;
+};
+
+const bool registered = policies().add(
+    "static-ep",
+    "static expert placement (contiguous or round-robin), barrier all-to-all; optional capacity factor",
+    PolicyInfo{
+        {placement_param(),
+         ParamSpec{"capacity_factor", ParamType::kFloat, "0", "",
+                   "0 = dropless; otherwise each expert takes at most ceil(cf * selections / E) "
+                   "selections per layer and the rest are dropped (reported as tokens_dropped)",
+                   0.0, {}, {}}},
+        [](const ParamSet& p) { return std::make_unique<StaticExpertParallel>(p); }});
+
+}  // namespace
+}  // namespace moesim

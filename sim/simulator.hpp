@@ -1,0 +1,38 @@
+#pragma once
+// The main loop: pops events in (tick, priority, sequence) order and asserts causality.
+#include <cstdint>
+#include <stdexcept>
+
+#include "sim/event_queue.hpp"
+#include "sim/tick.hpp"
+
+namespace moesim {
+
+/// Thrown when an event is scheduled in the past: always a simulator bug, never user input.
+class CausalityError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// Discrete-event simulator kernel. Entities schedule callbacks; run() drains the queue.
+class Simulator {
+ public:
+  Tick now() const { return now_; }
+  /// Schedules `cb` at absolute tick `at` (>= now()).
+  void at(Tick at, EventQueue::Callback cb, EventPriority p = EventPriority::kDefault);
+  /// Schedules `cb` after `delay` ticks (>= 0).
+  void after(Tick delay, EventQueue::Callback cb, EventPriority p = EventPriority::kDefault) {
+    at(now_ + delay, std::move(cb), p);
+  }
+  /// Runs until no events remain (or until `limit` ticks). Returns the number of events run.
+  std::uint64_t run(Tick limit = kTickMax);
+  std::uint64_t events_run() const { return events_run_; }
+  EventQueue& queue() { return queue_; }
+
+ private:
+  EventQueue queue_;
+  Tick now_ = 0;
+  std::uint64_t events_run_ = 0;
+};
+
+}  // namespace moesim

@@ -1,0 +1,84 @@
+#pragma once
+// A plan of work for the engine: compute tasks on a GPU's stream, transfers over the network
+// (optionally holding a copy engine), fixed delays, and joins, linked by dependencies.
+// Policies build plans; the PlanExecutor times them. Collectives expand into transfer tasks.
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <vector>
+
+#include "sim/tick.hpp"
+#include "sim/work.hpp"
+
+namespace moesim {
+
+using TaskId = std::uint32_t;
+
+enum class TaskKind : std::uint8_t { kCompute, kTransfer, kDelay, kJoin };
+
+/// What part of a layer a task belongs to (for metrics and traces).
+enum class Phase : std::uint8_t {
+  kAttention,
+  kRouter,
+  kDispatch,   ///< token scatter to experts
+  kExperts,
+  kCombine,    ///< token gather back to their home GPU
+  kMerge,      ///< weighted sum of expert outputs + residual
+  kDense,      ///< non-MoE FFN layer
+  kSchedule,   ///< policy's own CPU-side decision time
+  kFetch,      ///< expert weights moved (host→device or peer)
+  kCollective, ///< other collectives (metadata exchange, all-reduce)
+  kOther,
+};
+const char* phase_name(Phase p);
+
+/// A copy engine a transfer must hold while it runs (none for NCCL-style kernels).
+enum class CopyEngine : std::int8_t { kNone = -1, kHostToDevice = 0, kDeviceToHost = 1, kPeer = 2 };
+
+/// One node of the plan.
+struct Task {
+  TaskKind kind = TaskKind::kJoin;
+  Phase phase = Phase::kOther;
+  CopyEngine engine = CopyEngine::kNone;
+  std::int32_t layer = -1;  ///< model layer, -1 if none
+  std::int32_t gpu = -1;    ///< compute: the GPU; transfer: GPU whose engine/stats it uses
+  // kCompute: ops [ops_begin, ops_begin + ops_count) of TaskGraph::ops()
+  std::uint32_t ops_begin = 0;
+  std::uint32_t ops_count = 0;
+  // kTransfer: endpoints of the cluster and the payload
+  std::int32_t src = -1;
+  std::int32_t dst = -1;
+  double bytes = 0.0;
+  // kDelay
+  Tick delay = 0;
+};
+
+/// The plan: tasks in insertion order with their dependency edges.
+class TaskGraph {
+ public:
+  using Deps = std::span<const TaskId>;
+
+  TaskId compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps = {});
+  TaskId transfer(int src_endpoint, int dst_endpoint, double bytes, Phase phase, int layer,
+                  Deps deps = {}, int stats_gpu = -1, CopyEngine engine = CopyEngine::kNone);
+  TaskId delay(Tick duration, Phase phase, int layer, Deps deps = {}, int gpu = -1);
+  TaskId join(Deps deps, Phase phase = Phase::kOther, int layer = -1);
+  /// `task` may not start before `before` has finished.
+  void depend(TaskId task, TaskId before);
+
+  std::size_t size() const { return tasks_.size(); }
+  const Task& task(TaskId id) const { return tasks_[id]; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+  std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + t.ops_begin, t.ops_count}; }
+  const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }
+  std::uint32_t dependency_count(TaskId id) const { return dep_count_[id]; }
+
+ private:
+  TaskId add(Task t, Deps deps);
+  std::vector<Task> tasks_;
+  std::vector<Op> ops_;
+  std::vector<std::vector<TaskId>> successors_;
+  std::vector<std::uint32_t> dep_count_;
+};
+
+}  // namespace moesim

@@ -1,0 +1,96 @@
+// Benchmarks (not timed tests): bare event-queue throughput, and simulated MoE layers per second
+// for Switch-Base-128 on a DGX-1 under static-ep. Run with `make bench`; figures in README.
+#include <benchmark/benchmark.h>
+
+#include "app/scenario.hpp"
+#include "hardware/cost_model.hpp"
+#include "policies/batch_planner.hpp"
+#include "sim/plan_executor.hpp"
+#include "sim/rng.hpp"
+#include "sim/simulator.hpp"
+
+namespace moesim {
+namespace {
+
+// Push N events at pseudo-random future ticks, then drain: events/s of the bare queue.
+void BM_EventQueuePushPop(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  Rng rng(1);
+  std::vector<Tick> ticks(n);
+  for (auto& t : ticks) t = static_cast<Tick>(rng.below(1'000'000));
+  std::uint64_t sink = 0;
+  for (auto _ : state) {
+    EventQueue q;
+    q.reserve(n);
+    for (Tick t : ticks) q.push(t, EventPriority::kDefault, [&sink] { ++sink; });
+    Tick t;
+    while (!q.empty()) q.pop(t)();
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(state.iterations() * n), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EventQueuePushPop)->Arg(1 << 10)->Arg(1 << 16)->Arg(1 << 20);
+
+// A steady population of self-rescheduling entities in the simulator main loop.
+void BM_SimulatorLoop(benchmark::State& state) {
+  const int entities = static_cast<int>(state.range(0));
+  const std::uint64_t per = 100'000;
+  for (auto _ : state) {
+    Simulator sim;
+    std::uint64_t left = per * static_cast<std::uint64_t>(entities);
+    std::function<void(int)> tick = [&](int id) {
+      if (--left == 0) return;
+      sim.after(1 + id % 7, [&tick, id] { tick(id); });
+    };
+    for (int i = 0; i < entities; ++i) sim.at(i, [&tick, i] { tick(i); });
+    sim.run();
+    benchmark::DoNotOptimize(sim.now());
+  }
+  const double events = static_cast<double>(state.iterations() * per * static_cast<std::uint64_t>(entities));
+  state.counters["events/s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SimulatorLoop)->Arg(64)->Unit(benchmark::kMillisecond);
+
+// Switch-Base-128 (6 MoE layers) on DGX-1 V100: route, plan and execute one batch per iteration.
+void BM_Switch128OnDgx1(benchmark::State& state) {
+  const std::string text = "name: bench\nmodel: switch-base-128\nhardware: dgx1-v100\n"
+                           "workload: {batch_size: " + std::to_string(state.range(0)) +
+                           ", seq_len: 128, routing: {kind: skewed, alpha: 0.5, hot_experts: 10}}\n";
+  const Scenario s = load_scenario_text(text, "bench.yaml");
+  const Cluster cluster(s.hardware);
+  const ComputeCostModel cost(s.hardware.gpu);
+  const PolicyContext ctx{s.model, cluster, s.workload};
+  auto routing = routing_models().get(s.routing.kind).value.make(s.routing.params, routing_context(s), {});
+  auto policy = policies().get("static-ep").value.make(s.policies[0].params);
+  policy->setup(ctx);
+  Simulator sim;
+  FlowNetwork net(sim);
+  cluster.install(net);
+  PlanExecutor exec(sim, net, cluster.num_gpus(),
+                    {[&cost](const Task&, std::span<const Op> ops) { return cost.ops_time(ops); },
+                     [&cluster](int a, int b) -> const std::vector<LinkId>& { return cluster.route(a, b); }});
+  const int moe_layers = s.model.num_moe_layers();
+  int batch = 0;
+  std::uint64_t events_before = 0;
+  for (auto _ : state) {
+    std::vector<LayerRouting> layers;
+    for (int l = 0; l < moe_layers; ++l) {
+      Rng rng = Rng::derive(s.seed, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(l));
+      layers.push_back(routing->route(batch, l, s.workload.tokens_per_batch(), rng));
+    }
+    const BatchPlan plan = plan_batch(*policy, ctx, batch, layers);
+    benchmark::DoNotOptimize(exec.run(plan.graph));
+    ++batch;
+  }
+  events_before = sim.events_run();
+  state.counters["moe_layers/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * moe_layers), benchmark::Counter::kIsRate);
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events_before), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Switch128OnDgx1)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace moesim
+
+BENCHMARK_MAIN();
