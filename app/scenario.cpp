@@ -87,15 +87,15 @@ std::vector<ParamSpec> workload_specs() {
 
 void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s, const SourceMap& src,
                   Diagnostics& diags, YAML::Node& resolved) {
-  const bool given = node && !node.IsNull();
-  YAML::Node map = node;
-  if (given && node.IsScalar()) {  // `routing: uniform`
-    map.reset(YAML::Node(YAML::NodeType::Map));
+  const bool given = node.IsDefined() && !node.IsNull();
+  // A fresh node: `node` may be a zombie (missing key), which cannot be re-bound.
+  YAML::Node map(YAML::NodeType::Map);
+  if (given && node.IsMap()) {
+    map.reset(node);
+  } else if (given && node.IsScalar()) {  // `routing: uniform`
     map["kind"] = node;
-  }
-  if (!given || !map.IsMap()) {
+  } else {
     if (given) diags.error(src.locate(node), "'routing' must be a name or a mapping with 'kind'");
-    map.reset(YAML::Node(YAML::NodeType::Map));
     map["kind"] = "uniform";
   }
   const YAML::Node kind = map["kind"];
@@ -203,12 +203,12 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   res["seed"] = s.seed;
 
   s.model_where = loc(src, root["model"], root);
-  if (!root["model"]) diags.error(s.model_where, "missing required key 'model'");
   YAML::Node model_res, hw_res, wl_res, routing_res, pol_res;
-  s.model = read_model_section(root["model"], src, diags, model_res);
+  if (!root["model"]) diags.error(s.model_where, "missing required key 'model' (a preset name or a mapping)");
+  else s.model = read_model_section(root["model"], src, diags, model_res);
   s.hardware_where = loc(src, root["hardware"], root);
-  if (!root["hardware"]) diags.error(s.hardware_where, "missing required key 'hardware'");
-  s.hardware = read_hardware_section(root["hardware"], src, diags, hw_res);
+  if (!root["hardware"]) diags.error(s.hardware_where, "missing required key 'hardware' (a preset name or a mapping)");
+  else s.hardware = read_hardware_section(root["hardware"], src, diags, hw_res);
 
   const YAML::Node wl = root["workload"];
   const ParamSet w = read_params(wl, workload_specs(), src, diags, {"routing"});

@@ -72,7 +72,7 @@ LayerRouting systematic_sample(const std::vector<double>& pi, int top_k, std::in
   // over 8 uniform experts, only 4 pairs could ever occur). So the order is reshuffled
   // (Fisher–Yates) every kBlock tokens: co-selection varies while the cost stays
   // O(T·k·log E + T·E/kBlock), and marginals stay exact since each u is independent of the order.
-  constexpr std::int64_t kBlock = 64;
+  constexpr std::int64_t kBlock = 256;
   std::vector<std::int32_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::vector<double> cum(static_cast<std::size_t>(n) + 1, 0.0);

@@ -71,7 +71,7 @@ std::vector<double> inclusion_probabilities(const std::vector<double>& p, int to
 
 /// Systematic (Madow) sampling of `tokens` tokens, each selecting round(sum(pi)) distinct
 /// experts with inclusion probabilities `pi` (each <= 1, e.g. from inclusion_probabilities).
-/// The expert order is reshuffled with `rng` every 64 tokens (so co-selected pairs vary); then
+/// The expert order is reshuffled with `rng` every 256 tokens (so co-selected pairs vary); then
 /// one uniform draw per token.
 LayerRouting systematic_sample(const std::vector<double>& pi, int top_k, std::int64_t tokens, Rng& rng);
 

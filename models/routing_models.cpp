@@ -3,6 +3,7 @@
 // Each defines per-expert shares p; RoutingModel::route draws top-k distinct experts from them.
 #include <cmath>
 #include <numeric>
+#include <sstream>
 #include <string>
 
 #include "models/routing.hpp"
@@ -22,6 +23,12 @@ using Rows = std::vector<std::vector<double>>;
 // the routing model's `kind`.
 SourceLocation at(const ParamSet& p, const std::string& name, const SourceLocation& where) {
   return p.given(name) ? p.where(name) : where;
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
 }
 
 ParamSpec int_param(std::string name, std::string def, std::string help, double min) {
@@ -165,9 +172,9 @@ std::unique_ptr<RoutingModel> make_skewness(const ParamSet& p, const RoutingCont
   const double limit = e / ctx.top_k;
   if (s > limit * (1.0 + 1e-12))
     throw InputError(at(p, "skewness", where),
-                     "'skewness' " + std::to_string(s) + " is unreachable with " + std::to_string(ctx.experts) +
+                     "'skewness' " + num(s) + " is unreachable with " + std::to_string(ctx.experts) +
                          " experts and top-" + std::to_string(ctx.top_k) + " routing (at most E/top_k = " +
-                         std::to_string(limit) + ")");
+                         num(limit) + ")");
   const auto hot = p.get_int("hot_expert");
   if (hot >= ctx.experts)
     throw InputError(at(p, "hot_expert", where), "'hot_expert' is out of range [0, " + std::to_string(ctx.experts - 1) + "]");

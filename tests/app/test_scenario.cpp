@@ -1,6 +1,9 @@
 // Scenario loading: presets, overrides, and every kind of bad input reported as file:line:col.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 
@@ -133,6 +136,27 @@ TEST(Scenario, BadOverrideSyntax) {
   const auto d = errors_of(kGood, {"no-equals-sign"});
   ASSERT_EQ(d.size(), 1u);
   EXPECT_TRUE(mentions(d, "expected key.path=value"));
+}
+
+}  // namespace moesim
+
+namespace moesim {
+
+// Every shipped scenario must stay valid, so examples cannot rot.
+TEST(Scenario, EveryShippedScenarioValidates) {
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const std::filesystem::path dir = std::filesystem::path(root ? root : ".") / "scenarios";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    try {
+      check_scenario_fits(load_scenario(entry.path().string()));
+    } catch (const InputError& e) {
+      ADD_FAILURE() << e.what();
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);
 }
 
 }  // namespace moesim

@@ -40,7 +40,8 @@ void BM_SimulatorLoop(benchmark::State& state) {
     Simulator sim;
     std::uint64_t left = per * static_cast<std::uint64_t>(entities);
     std::function<void(int)> tick = [&](int id) {
-      if (--left == 0) return;
+      if (left == 0) return;  // budget spent: every entity stops
+      --left;
       sim.after(1 + id % 7, [&tick, id] { tick(id); });
     };
     for (int i = 0; i < entities; ++i) sim.at(i, [&tick, i] { tick(i); });

@@ -1,0 +1,136 @@
+// The command line contract: exit codes, no partial results, byte-identical output, traces.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli.hpp"
+
+namespace moesim {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string last_out, last_err;
+
+int cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "moesim");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const int rc = run_cli(static_cast<int>(argv.size()), argv.data());
+  last_out = testing::internal::GetCapturedStdout();
+  last_err = testing::internal::GetCapturedStderr();
+  return rc;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("moesim-cli-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                       "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    scenario = (dir / "s.yaml").string();
+    std::ofstream(scenario) << "name: cli\nseed: 7\nmodel: {preset: switch-base-8, layers: 4}\nhardware: hgx-a100-4gpu-nvlink\n"
+                               "workload: {batch_size: 4, seq_len: 32, batches: 2, routing: {kind: zipf, s: 1.2}}\n"
+                               "policy: [static-ep, {name: static-ep, label: rr, placement: round-robin}]\n"
+                               "output: {trace: true}\n";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  fs::path dir;
+  std::string scenario;
+};
+
+}  // namespace
+
+TEST_F(Cli, RunWritesResultResolvedScenarioAndTraces) {
+  ASSERT_EQ(cli({"run", scenario, "--out", (dir / "a").string()}), 0) << last_err;
+  EXPECT_NE(last_out.find("rr"), std::string::npos);
+  const auto result = nlohmann::json::parse(slurp(dir / "a" / "result.json"));
+  ASSERT_EQ(result["runs"].size(), 2u);
+  EXPECT_EQ(result["scenario"]["model"]["layers"], 4);
+  EXPECT_TRUE(fs::exists(dir / "a" / "scenario.resolved.yaml"));
+  // One process per GPU, with compute and network lanes populated.
+  const auto trace = nlohmann::json::parse(slurp(dir / "a" / "trace-rr.json"));
+  int processes = 0, compute = 0, network = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+    if (e["ph"] == "X" && e["tid"] == 0) ++compute;
+    if (e["ph"] == "X" && e["tid"] == 2) ++network;
+  }
+  EXPECT_EQ(processes, 4);
+  EXPECT_GT(compute, 0);
+  EXPECT_GT(network, 0);
+}
+
+TEST_F(Cli, SameScenarioGivesByteIdenticalResult) {
+  ASSERT_EQ(cli({"run", scenario, "--out", (dir / "a").string(), "-q"}), 0);
+  ASSERT_EQ(cli({"run", scenario, "--out", (dir / "b").string(), "-q"}), 0);
+  EXPECT_EQ(slurp(dir / "a" / "result.json"), slurp(dir / "b" / "result.json"));
+  ASSERT_EQ(cli({"run", scenario, "--out", (dir / "c").string(), "-q", "--set", "seed=8"}), 0);
+  EXPECT_NE(slurp(dir / "a" / "result.json"), slurp(dir / "c" / "result.json"));
+}
+
+TEST_F(Cli, BadInputExitsTwoWithoutPartialResult) {
+  EXPECT_EQ(cli({"run", scenario, "--out", (dir / "bad").string(), "--set", "model.top_k=99"}), 2);
+  EXPECT_NE(last_err.find("error: 'top_k' (99) exceeds the number of experts (8)"), std::string::npos) << last_err;
+  EXPECT_FALSE(fs::exists(dir / "bad" / "result.json"));
+  EXPECT_EQ(cli({"validate", (dir / "missing.yaml").string()}), 2);
+  EXPECT_EQ(cli({"run"}), 2);  // missing FILE
+  EXPECT_EQ(cli({"frobnicate"}), 2);
+}
+
+TEST_F(Cli, ValidateReportsEveryProblemWithLocation) {
+  std::ofstream(scenario) << "name: v\nmodel: mixtral-8x7b\nhardware: {preset: dgx-a100, nvlink_bandwidth_GBps: 0}\n"
+                             "workload: {batch_size: 0}\npolicy: {name: static-ep, placement: diagonal}\n";
+  EXPECT_EQ(cli({"validate", scenario}), 2);
+  EXPECT_NE(last_err.find(":3:"), std::string::npos) << last_err;  // zero bandwidth
+  EXPECT_NE(last_err.find(":4:"), std::string::npos) << last_err;  // batch_size 0
+  EXPECT_NE(last_err.find(":5:"), std::string::npos) << last_err;  // bad placement
+  std::ofstream(scenario) << "name: v\nmodel: mixtral-8x7b\nhardware: dgx-a100\n";
+  EXPECT_EQ(cli({"validate", scenario}), 0) << last_err;
+}
+
+TEST(CliCost, GemmAndCollectives) {
+  EXPECT_EQ(cli({"cost", "gemm", "--gpu", "A100-SXM4-80GB", "--m", "4096", "--n", "4096", "--k", "4096", "--json"}), 0);
+  const auto g = nlohmann::json::parse(last_out);
+  EXPECT_GT(g["tflops"].get<double>(), 100.0);
+  EXPECT_LT(g["tflops"].get<double>(), 312.0);
+  EXPECT_EQ(cli({"cost", "gemm", "--gpu", "dgx-h100", "--m", "8", "--n", "8", "--k", "8"}), 0);  // cluster → its GPU
+  EXPECT_EQ(cli({"cost", "allreduce", "--hardware", "dgx-a100", "--gpus", "8", "--bytes", "1e8", "--json"}), 0);
+  const auto a = nlohmann::json::parse(last_out);
+  EXPECT_GT(a["busbw_GBps"].get<double>(), 100.0);
+  EXPECT_LE(a["busbw_GBps"].get<double>(), 300.0);  // never above the NVSwitch link rate
+  EXPECT_EQ(cli({"cost", "gemm", "--gpu", "A100", "--m", "1", "--n", "1", "--k", "1"}), 2);
+  EXPECT_NE(last_err.find("valid:"), std::string::npos);
+  EXPECT_EQ(cli({"cost", "sendrecv", "--hardware", "dgx-a100", "--gpus", "1", "--bytes", "10"}), 2);
+}
+
+TEST(CliList, EveryRegistry) {
+  EXPECT_EQ(cli({"list", "policies"}), 0);
+  EXPECT_EQ(last_out.rfind("static-ep", 0), 0u);
+  EXPECT_EQ(cli({"list", "hardware"}), 0);
+  EXPECT_NE(last_out.find("dgx1-v100"), std::string::npos);
+  EXPECT_NE(last_out.find("H100-SXM-80GB"), std::string::npos);
+  EXPECT_EQ(cli({"list", "routing"}), 0);
+  last_out = "\n" + last_out;
+  for (const char* r : {"uniform", "skewed", "moeshard", "skewness", "zipf", "exponential", "fluctuating", "trace"})
+    EXPECT_NE(last_out.find(std::string("\n") + r + " "), std::string::npos) << r;
+  EXPECT_EQ(cli({"list", "models"}), 0);
+  EXPECT_NE(last_out.find("deepseek-v3"), std::string::npos);
+  EXPECT_EQ(cli({"list", "nonsense"}), 2);
+}
+
+}  // namespace moesim

@@ -1,0 +1,100 @@
+// Roofline compute model and collectives as flows: closed-form answers.
+#include <gtest/gtest.h>
+
+#include "hardware/collectives.hpp"
+#include "hardware/cost_model.hpp"
+
+namespace moesim {
+namespace {
+const GpuSpec& gpu(const char* name) { return gpu_presets().get(name).value; }
+}  // namespace
+
+TEST(ComputeCostModel, LargeGemmIsComputeBound) {
+  const ComputeCostModel m(gpu("A100-SXM4-80GB"));
+  const Op op = make_gemm("g", 8192, 8192, 8192, DType::kBf16);
+  const double eff = m.efficiency().gemm_peak;  // tile-aligned, long k-loop: the peak efficiency
+  EXPECT_DOUBLE_EQ(m.gemm_efficiency(8192, 8192, 8192), eff);
+  EXPECT_DOUBLE_EQ(m.kernel_seconds(op), op.flops / (312e12 * eff));
+  EXPECT_GT(op.flops / (312e12 * eff), op.bytes / (2039e9 * m.efficiency().memory));
+}
+
+TEST(ComputeCostModel, GemvIsMemoryBound) {
+  const ComputeCostModel m(gpu("A100-SXM4-80GB"));
+  const Op op = make_gemm("g", 1, 8192, 8192, DType::kBf16);
+  EXPECT_DOUBLE_EQ(m.kernel_seconds(op), op.bytes / (2039e9 * m.efficiency().memory));
+}
+
+TEST(ComputeCostModel, FewTokenExpertsStreamWeightsHotExpertsCompute) {
+  const ComputeCostModel m(gpu("A100-SXM4-80GB"));
+  // Mixtral expert up-projection (K=4096, N=2*14336): 4 tokens are weight-bound, 8192 compute-bound.
+  const Op cold = make_grouped_gemm("up", {4, 4}, 28672, 4096, DType::kBf16);
+  EXPECT_DOUBLE_EQ(m.kernel_seconds(cold), cold.bytes / (2039e9 * m.efficiency().memory));
+  const Op hot = make_grouped_gemm("up", {8192}, 28672, 4096, DType::kBf16);
+  EXPECT_GT(m.kernel_seconds(hot), hot.bytes / (2039e9 * m.efficiency().memory));
+  // Experts with no tokens read no weights.
+  const Op with_empty = make_grouped_gemm("up", {4, 0, 4}, 28672, 4096, DType::kBf16);
+  EXPECT_DOUBLE_EQ(m.kernel_seconds(with_empty), m.kernel_seconds(cold));
+}
+
+TEST(ComputeCostModel, PartialTilesCostFullTiles) {
+  const ComputeCostModel m(gpu("A100-SXM4-80GB"));
+  EXPECT_LT(m.gemm_efficiency(129, 8192, 8192), m.gemm_efficiency(128, 8192, 8192));
+  EXPECT_NEAR(m.gemm_efficiency(129, 8192, 8192) / m.gemm_efficiency(256, 8192, 8192), 129.0 / 256.0, 1e-12);
+}
+
+TEST(ComputeCostModel, LaunchOverheadAndDtypeFallback) {
+  const ComputeCostModel v100(gpu("V100-SXM2-32GB"));
+  const Op bf16 = make_gemm("g", 4096, 4096, 4096, DType::kBf16);
+  const Op fp32 = make_gemm("g", 4096, 4096, 4096, DType::kFp32);
+  // V100 has no bf16 tensor cores: bf16 runs at the fp32 rate (memory differs by dtype size).
+  EXPECT_NEAR(v100.kernel_seconds(bf16), v100.kernel_seconds(fp32), 1e-12);
+  EXPECT_EQ(v100.op_time(bf16), seconds_to_ticks(v100.kernel_seconds(bf16)) + us_to_ticks(v100.gpu().kernel_launch_us));
+}
+
+TEST(Collectives, SendRecvIsLaunchPlusLatencyPlusBytesOverBandwidth) {
+  const Cluster c(cluster_presets().get("dgx-a100").value);
+  const double bytes = 300e6;
+  const Tick t = collective_time(c, CollectiveKind::kSendRecv, 2, bytes);
+  const double expect = c.spec().collective_launch_us * 1e-6 + ticks_to_seconds(c.route_latency(0, 1)) +
+                        bytes / (c.spec().nvlink_bandwidth_GBps * 1e9);
+  EXPECT_NEAR(ticks_to_seconds(t), expect, 1e-9);
+}
+
+TEST(Collectives, RingAllReduceOnNvSwitch) {
+  const Cluster c(cluster_presets().get("dgx-a100").value);
+  const double bytes = 1e9;
+  const int n = 8;
+  const Tick t = collective_time(c, CollectiveKind::kAllReduce, n, bytes);
+  // 2(n-1) steps of bytes/n at the 300 GB/s GPU-to-switch rate, each step paying the route latency.
+  const double expect = c.spec().collective_launch_us * 1e-6 +
+                        2.0 * (n - 1) * (ticks_to_seconds(c.route_latency(0, 1)) + bytes / n / 300e9);
+  EXPECT_NEAR(ticks_to_seconds(t), expect, expect * 1e-6);
+}
+
+TEST(Collectives, RingChannelsUseTheMeshLinks) {
+  // On a 4-GPU NVLink mesh one ring uses a third of each GPU's links; channels use more of them.
+  const Cluster mesh(cluster_presets().get("hgx-a100-4gpu-nvlink").value);
+  const auto rings = ring_channels(mesh, {0, 1, 2, 3}, 8);
+  EXPECT_GE(rings.size(), 2u);
+  const double one_ring_busbw = 100e9;
+  const double bytes = 4e9;
+  const double t = ticks_to_seconds(collective_time(mesh, CollectiveKind::kAllReduce, 4, bytes));
+  EXPECT_GT(bytes / t * 1.5, 1.3 * one_ring_busbw);
+  // On DGX-1 the channels stay on NVLink: never slower than one PCIe gen3 link would allow.
+  const Cluster dgx1(cluster_presets().get("dgx1-v100").value);
+  for (const auto& ch : ring_channels(dgx1, {0, 1, 2, 3, 4, 5, 6, 7}, 8)) EXPECT_GE(ch.bottleneck_Bps, 25e9);
+}
+
+TEST(Collectives, AllToAllBottleneckedByNodeNics) {
+  // 2 DGX A100 nodes: half of every GPU's all-to-all bytes cross 200 Gb/s NICs, not NVSwitch.
+  const Cluster two(cluster_presets().get("2x-dgx-a100").value);
+  const Cluster one(cluster_presets().get("dgx-a100").value);
+  const double bytes = 256e6;
+  const double inter = ticks_to_seconds(collective_time(two, CollectiveKind::kAllToAll, 16, bytes));
+  const double intra = ticks_to_seconds(collective_time(one, CollectiveKind::kAllToAll, 8, bytes));
+  EXPECT_GT(inter, 5.0 * intra);
+  // Each GPU sends 8/16 of its bytes to the other node through its own 25 GB/s NIC.
+  EXPECT_NEAR(inter, bytes / 2.0 / 25e9, 0.1 * bytes / 2.0 / 25e9);
+}
+
+}  // namespace moesim
