@@ -43,13 +43,11 @@ int cli_list(const char* what_c) {
     list_registry(model_presets());
   }
   if (all || what == "hardware") {
+    // GPU presets are listed too: `moesim cost gemm --gpu` and `hardware.gpu` take them.
     header("hardware (clusters)");
     list_registry(cluster_presets());
     header("hardware (GPUs)");
     list_registry(gpu_presets());
-    if (!all) {
-      // `hardware` lists GPU presets too: `moesim cost gemm --gpu` and `hardware.gpu` take them.
-    }
   }
   if (all || what == "policies") {
     header("policies");

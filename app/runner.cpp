@@ -136,9 +136,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::s
   Simulator sim;
   FlowNetwork net(sim);
   cluster.install(net);
-  PlanExecutor exec(sim, net, cluster.num_gpus(),
-                    {[&cost](const Task&, std::span<const Op> ops) { return cost.ops_time(ops); },
-                     [&cluster](int a, int b) -> const std::vector<LinkId>& { return cluster.route(a, b); }});
+  PlanExecutor exec(sim, net, cluster.num_gpus(), engine_hooks(cluster, cost));
   MetricsCollector metrics(cluster);
   ChromeTrace trace(cluster.num_gpus());
   std::vector<std::int64_t> peak_selections(cluster.num_gpus(), 0);

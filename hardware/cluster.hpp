@@ -22,7 +22,8 @@ const char* fabric_name(Fabric f);
 bool parse_fabric(const std::string& s, Fabric& out);
 
 /// Everything needed to build a cluster. Presets are values of this; YAML overrides fields.
-/// Bandwidths are per direction.
+/// Bandwidths are per direction. Defaults (used by a cluster written out without a preset) are
+/// those of the presets: PCIe gen4, the latencies and NCCL launch cost fitted in cluster_presets.cpp.
 struct ClusterSpec {
   std::string name;
   GpuSpec gpu;
@@ -30,17 +31,17 @@ struct ClusterSpec {
   int gpus_per_node = 8;
   Fabric fabric = Fabric::kNvSwitch;
   double nvlink_bandwidth_GBps = 0.0;  ///< meaning depends on fabric (see Fabric)
-  double nvlink_latency_us = 0.0;      ///< per hop
-  double pcie_bandwidth_GBps = 0.0;    ///< GPU ↔ PCIe switch
-  double pcie_latency_us = 0.0;        ///< per hop
+  double nvlink_latency_us = 0.7;      ///< per hop
+  double pcie_bandwidth_GBps = 31.5;   ///< GPU ↔ PCIe switch (default: gen4 x16)
+  double pcie_latency_us = 1.0;        ///< per hop
   int gpus_per_pcie_switch = 2;
-  double pcie_uplink_GBps = 0.0;       ///< PCIe switch ↔ CPU root port
+  double pcie_uplink_GBps = 31.5;      ///< PCIe switch ↔ CPU root port
   int sockets = 2;                     ///< CPUs per node; PCIe switches are spread over them
-  double socket_link_GBps = 0.0;       ///< CPU ↔ CPU (QPI/UPI/xGMI)
+  double socket_link_GBps = 64.0;      ///< CPU ↔ CPU (QPI/UPI/xGMI)
   double nic_bandwidth_Gbps = 0.0;     ///< per NIC (Gbit/s); 0 with nodes == 1 means none
   int nics_per_node = 0;               ///< NICs sit on the PCIe switches, spread evenly
-  double nic_latency_us = 0.0;         ///< NIC ↔ network switch hop
-  double collective_launch_us = 0.0;   ///< fixed software cost of one collective call (NCCL)
+  double nic_latency_us = 2.5;         ///< NIC ↔ network switch hop
+  double collective_launch_us = 7.0;   ///< fixed software cost of one collective call (NCCL)
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };

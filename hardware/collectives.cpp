@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "hardware/cost_model.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {
@@ -207,9 +208,8 @@ Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double byt
   Simulator sim;
   FlowNetwork net(sim);
   c.install(net);
-  PlanExecutor exec(sim, net, c.num_gpus(),
-                    {[](const Task&, std::span<const Op>) { return Tick{0}; },
-                     [&c](int s, int d) -> const std::vector<LinkId>& { return c.route(s, d); }});
+  const ComputeCostModel no_compute(c.spec().gpu);  // the plan has transfers and delays only
+  PlanExecutor exec(sim, net, c.num_gpus(), engine_hooks(c, no_compute));
   exec.run(g);
   return sim.now();
 }

@@ -72,4 +72,9 @@ Tick ComputeCostModel::ops_time(std::span<const Op> ops) const {
   return t;
 }
 
+PlanExecutor::Hooks engine_hooks(const Cluster& cluster, const ComputeCostModel& cost) {
+  return {[&cost](const Task&, std::span<const Op> ops) { return cost.ops_time(ops); },
+          [&cluster](int src, int dst) -> const std::vector<LinkId>& { return cluster.route(src, dst); }};
+}
+
 }  // namespace moesim

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <span>
 
+#include "hardware/cluster.hpp"
 #include "hardware/gpu_spec.hpp"
+#include "sim/plan_executor.hpp"
 #include "sim/tick.hpp"
 #include "sim/work.hpp"
 
@@ -42,5 +44,9 @@ class ComputeCostModel {
   GpuSpec gpu_;
   ComputeEfficiency eff_;
 };
+
+/// The engine's view of a cluster: compute tasks priced by `cost`, transfers routed by `cluster`.
+/// Both must outlive the executor that uses the hooks.
+PlanExecutor::Hooks engine_hooks(const Cluster& cluster, const ComputeCostModel& cost);
 
 }  // namespace moesim

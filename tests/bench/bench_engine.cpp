@@ -68,9 +68,7 @@ void BM_Switch128OnDgx1(benchmark::State& state) {
   Simulator sim;
   FlowNetwork net(sim);
   cluster.install(net);
-  PlanExecutor exec(sim, net, cluster.num_gpus(),
-                    {[&cost](const Task&, std::span<const Op> ops) { return cost.ops_time(ops); },
-                     [&cluster](int a, int b) -> const std::vector<LinkId>& { return cluster.route(a, b); }});
+  PlanExecutor exec(sim, net, cluster.num_gpus(), engine_hooks(cluster, cost));
   const int moe_layers = s.model.num_moe_layers();
   int batch = 0;
   std::uint64_t events_before = 0;

@@ -11,6 +11,7 @@ namespace {
 
 const ModelSpec& preset(const std::string& name) { return model_presets().get(name).value; }
 
+// Returns a reference into `ops`: bind it to a copy when `ops` is a temporary.
 const Op& find(const std::vector<Op>& ops, const std::string& name) {
   for (const Op& op : ops)
     if (name == op.name) return op;
@@ -53,7 +54,7 @@ TEST(Operators, GemmFlopsAreTwoMNK) {
 TEST(Operators, AttentionCausalPairsClosedForm) {
   ModelSpec m = preset("olmoe-1b-7b");  // MHA, causal, no window
   const std::int64_t L = 512, S = 3;
-  const Op& core = find(attention_ops(m, S, L), "attn.core");
+  const Op core = find(attention_ops(m, S, L), "attn.core");
   EXPECT_EQ(core.kind, OpKind::kAttention);
   const double pairs = L * (L + 1) / 2.0;
   EXPECT_DOUBLE_EQ(pairs, brute_pairs(L, 0, true));
@@ -66,7 +67,7 @@ TEST(Operators, SlidingWindowAndEncoderPairs) {
   ModelSpec m = preset("mixtral-8x7b");
   m.attention.window = 64;
   for (std::int64_t L : {10, 64, 65, 300}) {
-    const Op& core = find(attention_ops(m, 1, L), "attn.core");
+    const Op core = find(attention_ops(m, 1, L), "attn.core");
     EXPECT_DOUBLE_EQ(core.flops, 4.0 * 32 * 128 * brute_pairs(L, 64, true)) << L;
   }
   // Mixtral's 4K window does not bind below 4096 tokens; at 8192 it halves the far half.
@@ -75,7 +76,7 @@ TEST(Operators, SlidingWindowAndEncoderPairs) {
   EXPECT_DOUBLE_EQ(find(attention_ops(mx, 1, 8192), "attn.core").flops, 4.0 * 32 * 128 * windowed);
   EXPECT_LT(windowed, full);
   // Switch encoder is bidirectional: every token sees every token.
-  const Op& enc = find(attention_ops(preset("switch-base-8"), 4, 120), "attn.core");
+  const Op enc = find(attention_ops(preset("switch-base-8"), 4, 120), "attn.core");
   EXPECT_DOUBLE_EQ(enc.flops, 4.0 * 4 * 12 * 64 * 120.0 * 120.0);
 }
 
