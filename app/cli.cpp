@@ -84,7 +84,9 @@ int run_cli(int argc, char** argv) {
   int gpus = 0;
   double bytes = 0;
   bool json = false;
+  std::string calibration_file;
   auto* gemm = cost->add_subcommand("gemm", "time of C[m,n] = A[m,k]·B[k,n] on one GPU");
+  gemm->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
   gemm->add_option("--gpu", gpu, "GPU preset, or a hardware preset meaning its GPU")->required();
   gemm->add_option("--m", m, "rows")->required()->check(CLI::PositiveNumber);
   gemm->add_option("--n", n, "columns")->required()->check(CLI::PositiveNumber);
@@ -98,8 +100,27 @@ int run_cli(int argc, char** argv) {
     c->add_option("--gpus", gpus, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
     c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(CLI::NonNegativeNumber);
     c->add_flag("--json", json, "machine-readable output");
+    c->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
     collectives.push_back(c);
   }
+
+  auto* calibrate = app.add_subcommand("calibrate", "fit a hardware profile to measurements; report its accuracy");
+  calibrate->require_subcommand(1);
+  std::vector<std::string> measurement_files;
+  std::string base, profile_out;
+  double holdout = 0.2;
+  auto* fit = calibrate->add_subcommand("fit", "fit cost models to measurements and write a hardware profile");
+  fit->add_option("measurements", measurement_files,
+                  "moesim-calibrate JSON, nccl-tests output, vidur or LLMCompass CSVs")->required();
+  fit->add_option("--base", base, "hardware preset the measurements were taken on")->required();
+  fit->add_option("--out", profile_out, "profile to write (YAML)")->required();
+  fit->add_option("--holdout", holdout, "fraction of samples kept out of the fit for `report`")
+      ->check(CLI::Range(0.0, 0.5));
+  std::string profile_in;
+  auto* report = calibrate->add_subcommand("report", "error of the profile and of its base preset per op class");
+  report->add_option("profile", profile_in, "profile from `moesim calibrate fit`")->required();
+  report->add_option("measurements", measurement_files, "measurement files")->required();
+  report->add_flag("--json", json, "machine-readable output");
 
   try {
     app.parse(argc, argv);
@@ -111,9 +132,11 @@ int run_cli(int argc, char** argv) {
     if (run->parsed()) return cmd_run(file, sets, out, quiet);
     if (validate->parsed()) return cmd_validate(file, sets);
     if (list->parsed()) return cli_list(what.c_str());
-    if (gemm->parsed()) return cli_cost_gemm(gpu.c_str(), m, n, k, dtype.c_str(), json);
+    if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json);
     for (auto* c : collectives)
-      if (c->parsed()) return cli_cost_collective(c->get_name().c_str(), hardware.c_str(), gpus, bytes, json);
+      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, gpus, bytes, calibration_file, json);
+    if (fit->parsed()) return cli_calibrate_fit(measurement_files, base, profile_out, holdout);
+    if (report->parsed()) return cli_calibrate_report(profile_in, measurement_files, json);
   } catch (const InputError& e) {
     for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
     return 2;

@@ -1,13 +1,25 @@
 #pragma once
 // The moesim command line: run, validate, list, cost. Exit codes: 0 success, 2 bad input
 // (every problem printed as file:line:col: error: ...), 1 internal error.
+#include <string>
+#include <vector>
+
+#include "hardware/cluster.hpp"
+
 namespace moesim {
 
 int run_cli(int argc, char** argv);
 
-/// Subcommands implemented in their own files.
+/// Subcommands implemented in their own files. `calibration` is a profile path or empty.
 int cli_list(const char* what);
-int cli_cost_gemm(const char* gpu, long long m, long long n, long long k, const char* dtype, bool json);
-int cli_cost_collective(const char* kind, const char* hardware, int gpus, double bytes, bool json);
+int cli_cost_gemm(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
+                  const std::string& calibration, bool json);
+int cli_cost_collective(const std::string& kind, const std::string& hardware, int gpus, double bytes,
+                        const std::string& calibration, bool json);
+int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& base, const std::string& out,
+                      double holdout);
+int cli_calibrate_report(const std::string& profile, const std::vector<std::string>& files, bool json);
+/// A hardware preset with a profile applied (none when `profile_path` is empty).
+ClusterSpec calibrated_preset(const std::string& preset, const std::string& profile_path);
 
 }  // namespace moesim

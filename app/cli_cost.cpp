@@ -8,8 +8,11 @@
 
 namespace moesim {
 
-int cli_cost_gemm(const char* gpu_name, long long m, long long n, long long k, const char* dtype_name_c, bool json) {
+int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long long k, const std::string& dtype_str,
+                  const std::string& calibration, bool json) {
   GpuSpec gpu;
+  std::shared_ptr<const HardwareCalibration> profile;
+  if (!calibration.empty()) profile = std::make_shared<const HardwareCalibration>(load_calibration(calibration));
   if (const auto* g = gpu_presets().find(gpu_name)) {
     gpu = g->value;
   } else if (const auto* c = cluster_presets().find(gpu_name)) {
@@ -20,14 +23,15 @@ int cli_cost_gemm(const char* gpu_name, long long m, long long n, long long k, c
     throw InputError(SourceLocation{"--gpu", 0, 0}, unknown_name_message("GPU", gpu_name, names));
   }
   DType dt;
-  parse_dtype(dtype_name_c, dt);
-  const ComputeCostModel model(gpu);
+  parse_dtype(dtype_str, dt);
+  const ComputeCostModel model(gpu, ComputeEfficiency{}, profile);
   const Op op = make_gemm("gemm", m, n, k, dt);
   const double kernel_us = model.kernel_seconds(op) * 1e6;
   const double total_us = ticks_to_us(model.op_time(op));
   const double tflops = op.flops / (kernel_us * 1e-6) / 1e12;
   if (json) {
     std::cout << nlohmann::json{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", dtype_name(dt)}, {"m", m}, {"n", n}, {"k", k},
+                                {"calibrated", profile != nullptr},
                                 {"kernel_us", kernel_us}, {"time_us", total_us}, {"launch_us", gpu.kernel_launch_us},
                                 {"tflops", tflops}, {"efficiency", model.gemm_efficiency(m, n, k)}}
                      .dump()
@@ -39,11 +43,13 @@ int cli_cost_gemm(const char* gpu_name, long long m, long long n, long long k, c
   return 0;
 }
 
-int cli_cost_collective(const char* kind_c, const char* hardware, int gpus, double bytes, bool json) {
-  const auto& preset = cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
-  const Cluster cluster(preset.value);
+int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int gpus, double bytes,
+                        const std::string& calibration, bool json) {
+  const char* kind_c = kind_name.c_str();
+  cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
+  const Cluster cluster(calibrated_preset(hardware, calibration));
   if (gpus > cluster.num_gpus())
-    throw InputError(SourceLocation{"--gpus", 0, 0}, std::string(hardware) + " has only " +
+    throw InputError(SourceLocation{"--gpus", 0, 0}, hardware + " has only " +
                                                          std::to_string(cluster.num_gpus()) + " GPUs");
   CollectiveKind kind;
   parse_collective(kind_c, kind);
@@ -57,6 +63,7 @@ int cli_cost_collective(const char* kind_c, const char* hardware, int gpus, doub
   if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllToAll) factor = static_cast<double>(gpus - 1) / gpus;
   if (json) {
     std::cout << nlohmann::json{{"op", kind_c}, {"hardware", hardware}, {"gpus", gpus}, {"bytes", bytes},
+                                {"calibrated", !calibration.empty()},
                                 {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}}
                      .dump()
               << "\n";

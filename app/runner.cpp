@@ -124,7 +124,7 @@ namespace {
 nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::string& predictor,
                        const std::string& trace_dir) {
   const Cluster cluster(s.hardware);
-  const ComputeCostModel cost(s.hardware.gpu);
+  const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
   const PolicyContext ctx{s.model, cluster, s.workload};
   const RoutingContext rctx = routing_context(s);
   const auto routing = routing_models().get(s.routing.kind).value.make(s.routing.params, rctx, s.routing.where);

@@ -208,7 +208,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   else s.model = read_model_section(root["model"], src, diags, model_res);
   s.hardware_where = loc(src, root["hardware"], root);
   if (!root["hardware"]) diags.error(s.hardware_where, "missing required key 'hardware' (a preset name or a mapping)");
-  else s.hardware = read_hardware_section(root["hardware"], src, diags, hw_res);
+  else s.hardware = read_hardware_section(root["hardware"], src, diags, hw_res, base_dir);
 
   const YAML::Node wl = root["workload"];
   const ParamSet w = read_params(wl, workload_specs(), src, diags, {"routing"});

@@ -1,5 +1,6 @@
 #include "app/scenario_sections.hpp"
 
+#include <filesystem>
 #include <sstream>
 
 namespace moesim {
@@ -227,7 +228,7 @@ GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMa
 }  // namespace
 
 ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
-                                  YAML::Node& resolved) {
+                                  YAML::Node& resolved, const std::string& base_dir) {
   ClusterSpec c;
   if (!node || (!node.IsScalar() && !node.IsMap())) {
     diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
@@ -239,7 +240,7 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
   if (node.IsScalar() && !base) return c;
   const ClusterSpec start = base ? *base : ClusterSpec{};
   const YAML::Node map = node.IsMap() ? node : YAML::Node();
-  const ParamSet p = read_params(map, cluster_field_specs(start), src, diags, {"preset", "gpu", "name"});
+  const ParamSet p = read_params(map, cluster_field_specs(start), src, diags, {"preset", "gpu", "name", "calibration"});
   YAML::Node gpu_resolved;
   c.gpu = read_gpu(map ? map["gpu"] : YAML::Node(), base ? &base->gpu : nullptr, src, diags, gpu_resolved);
   c.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
@@ -285,6 +286,23 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
   resolved["name"] = c.name;
   if (!preset.empty()) resolved["preset"] = preset;
   resolved["gpu"] = gpu_resolved;
+  if (map && map["calibration"] && !map["calibration"].IsNull()) {
+    const YAML::Node cal = map["calibration"];
+    if (!cal.IsScalar()) {
+      diags.error(src.locate(cal), "'calibration' must be the path of a profile from `moesim calibrate fit`");
+    } else {
+      const std::filesystem::path path =
+          std::filesystem::path(cal.Scalar()).is_absolute() ? std::filesystem::path(cal.Scalar())
+                                                            : std::filesystem::path(base_dir) / cal.Scalar();
+      try {
+        apply_calibration(c, load_calibration(path.string()));
+        resolved["calibration"] = path.string();
+      } catch (const InputError& e) {
+        for (const auto& d : e.diagnostics())
+          diags.error(src.locate(cal), "calibration profile " + d.where.to_string() + ": " + d.message);
+      }
+    }
+  }
   return c;
 }
 

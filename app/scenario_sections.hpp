@@ -13,9 +13,10 @@ namespace moesim {
 /// Parses `model:`; on errors, records them and returns what could be read.
 ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
                              YAML::Node& resolved);
-/// Parses `hardware:`; on errors, records them and returns what could be read.
+/// Parses `hardware:`; on errors, records them and returns what could be read. A
+/// `calibration: PROFILE.yaml` key (relative to `base_dir`) applies a fitted profile.
 ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
-                                  YAML::Node& resolved);
+                                  YAML::Node& resolved, const std::string& base_dir);
 
 /// Declared fields of a model (defaults from `base`, or required when base is null).
 std::vector<ParamSpec> model_field_specs(const ModelSpec* base);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "hardware/calibration.hpp"
 #include "hardware/gpu_spec.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/registry.hpp"
@@ -42,9 +43,15 @@ struct ClusterSpec {
   int nics_per_node = 0;               ///< NICs sit on the PCIe switches, spread evenly
   double nic_latency_us = 2.5;         ///< NIC ↔ network switch hop
   double collective_launch_us = 7.0;   ///< fixed software cost of one collective call (NCCL)
+  /// Measured efficiencies replacing the defaults where they have data (null: uncalibrated).
+  std::shared_ptr<const HardwareCalibration> calibration;
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };
+
+/// Attaches a profile to a cluster: GEMM and collective efficiencies, and the fitted host-link
+/// bandwidth (h2d_pinned → pcie_bandwidth_GBps) where the profile measured it.
+void apply_calibration(ClusterSpec& spec, HardwareCalibration profile);
 
 /// Registry of cluster presets ("dgx-a100", "dgx1-v100", ...).
 Registry<ClusterSpec>& cluster_presets();

@@ -20,6 +20,16 @@ const char* collective_name(CollectiveKind k) {
   return "?";
 }
 
+const char* collective_calibration_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kAllToAll: return "all_to_all";
+    case CollectiveKind::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
 bool parse_collective(const std::string& s, CollectiveKind& out) {
   for (auto k : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kAllToAll,
                  CollectiveKind::kSendRecv}) {
@@ -108,15 +118,34 @@ namespace {
 // enough to cover every link of the single-node topologies we model.
 constexpr int kMaxRingChannels = 8;
 
-TaskId launch(TaskGraph& g, const Cluster& c, Phase phase, int layer, TaskGraph::Deps deps) {
-  return g.delay(us_to_ticks(c.spec().collective_launch_us), phase, layer, deps);
+// The calibration of `kind` over `gpus` (null when uncalibrated).
+const CollectiveCalibration* calibration_of(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus) {
+  if (!c.spec().calibration) return nullptr;
+  bool inter = false;
+  for (int g : gpus) inter = inter || c.node_of_gpu(g) != c.node_of_gpu(gpus.front());
+  return c.spec().calibration->collective(collective_calibration_name(kind),
+                                          inter ? CollectiveScope::kInterNode : CollectiveScope::kIntraNode,
+                                          static_cast<int>(gpus.size()));
+}
+
+TaskId launch(TaskGraph& g, const Cluster& c, const CollectiveCalibration* cal, Phase phase, int layer,
+              TaskGraph::Deps deps) {
+  return g.delay(us_to_ticks(cal ? cal->launch_us : c.spec().collective_launch_us), phase, layer, deps);
+}
+
+// Bytes the flows must carry so that line-rate transfers take as long as the measured protocol
+// does: a collective reaching a fraction η of the link rate moves bytes/η at line rate.
+double wire_bytes(const CollectiveCalibration* cal, double buffer_bytes, double bytes) {
+  return cal ? bytes / cal->efficiency.at(std::max(1.0, buffer_bytes)) : bytes;
 }
 
 // `steps` ring steps of `chunk` bytes split over the ring channels; on each ring, step s on
 // edge i→i+1 waits for step s-1 on edge i-1→i (the data it forwards).
-TaskId add_ring_steps(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, int steps,
-                      double chunk, Phase phase, int layer, TaskGraph::Deps deps) {
-  const TaskId start = launch(g, c, phase, layer, deps);
+TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus, int steps,
+                      double buffer_bytes, double chunk, Phase phase, int layer, TaskGraph::Deps deps) {
+  const CollectiveCalibration* cal = calibration_of(c, kind, gpus);
+  const TaskId start = launch(g, c, cal, phase, layer, deps);
+  chunk = wire_bytes(cal, buffer_bytes, chunk);
   const std::size_t n = gpus.size();
   if (n < 2) return start;
   const auto rings = ring_channels(c, gpus, kMaxRingChannels);
@@ -147,27 +176,40 @@ TaskId add_ring_steps(TaskGraph& g, const Cluster& c, const std::vector<int>& gp
 TaskId add_ring_all_reduce(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, double bytes,
                            Phase phase, int layer, TaskGraph::Deps deps) {
   const int n = static_cast<int>(gpus.size());
-  return add_ring_steps(g, c, gpus, 2 * (n - 1), bytes / std::max(1, n), phase, layer, deps);
+  return add_ring_steps(g, c, CollectiveKind::kAllReduce, gpus, 2 * (n - 1), bytes, bytes / std::max(1, n), phase,
+                        layer, deps);
 }
 
 TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                            double bytes_per_gpu, Phase phase, int layer, TaskGraph::Deps deps) {
   const int n = static_cast<int>(gpus.size());
-  return add_ring_steps(g, c, gpus, n - 1, bytes_per_gpu, phase, layer, deps);
+  return add_ring_steps(g, c, CollectiveKind::kAllGather, gpus, n - 1, bytes_per_gpu * n, bytes_per_gpu, phase, layer,
+                        deps);
 }
 
 std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                                    const std::vector<std::vector<double>>& bytes, Phase phase,
                                    int layer, const std::vector<TaskId>& start) {
   const std::size_t n = gpus.size();
+  const CollectiveCalibration* cal = calibration_of(c, CollectiveKind::kAllToAll, gpus);
+  // The per-rank buffer (what nccl-tests calls size): the mean bytes a GPU sends.
+  double total = 0.0;
+  for (const auto& row : bytes)
+    for (double b : row) total += b;
+  const double buffer = total / static_cast<double>(std::max<std::size_t>(1, n));
   std::vector<std::vector<TaskId>> touching(n);
-  for (std::size_t i = 0; i < n; ++i) touching[i].push_back(start[i]);
+  std::vector<TaskId> launched(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const TaskId dep[] = {start[i]};
+    launched[i] = launch(g, c, cal, phase, layer, dep);
+    touching[i].push_back(launched[i]);
+  }
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
       if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
-      const TaskId dep[] = {start[i]};
-      const TaskId f = g.transfer(c.gpu_endpoint(gpus[i]), c.gpu_endpoint(gpus[j]), bytes[i][j], phase,
-                                  layer, dep, gpus[i]);
+      const TaskId dep[] = {launched[i]};
+      const TaskId f = g.transfer(c.gpu_endpoint(gpus[i]), c.gpu_endpoint(gpus[j]), wire_bytes(cal, buffer, bytes[i][j]),
+                                  phase, layer, dep, gpus[i]);
       touching[i].push_back(f);
       touching[j].push_back(f);
     }
@@ -193,15 +235,18 @@ Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double byt
       add_ring_all_gather(g, c, ids, bytes / gpus, Phase::kCollective, -1, {});
       break;
     case CollectiveKind::kAllToAll: {
-      const TaskId start = launch(g, c, Phase::kCollective, -1, {});
+      const TaskId start = g.join({});
       std::vector<std::vector<double>> m(gpus, std::vector<double>(gpus, bytes / gpus));
       add_all_to_all(g, c, ids, m, Phase::kCollective, -1, std::vector<TaskId>(gpus, start));
       break;
     }
     case CollectiveKind::kSendRecv: {
-      const TaskId start = launch(g, c, Phase::kCollective, -1, {});
+      const std::vector<int> pair{0, gpus - 1};
+      const CollectiveCalibration* cal = calibration_of(c, kind, pair);
+      const TaskId start = launch(g, c, cal, Phase::kCollective, -1, {});
       const TaskId dep[] = {start};
-      g.transfer(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1), bytes, Phase::kCollective, -1, dep, 0);
+      g.transfer(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1), wire_bytes(cal, bytes, bytes), Phase::kCollective, -1,
+                 dep, 0);
       break;
     }
   }

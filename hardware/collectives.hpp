@@ -13,6 +13,8 @@ namespace moesim {
 enum class CollectiveKind { kAllReduce, kAllGather, kAllToAll, kSendRecv };
 const char* collective_name(CollectiveKind k);
 bool parse_collective(const std::string& s, CollectiveKind& out);
+/// The name measurements and profiles use ("all_reduce", "all_gather", "all_to_all", "send_recv").
+const char* collective_calibration_name(CollectiveKind k);
 
 /// A ring through `gpus` that prefers the fattest next hop (NCCL builds NVLink rings similarly).
 std::vector<int> ring_order(const Cluster& cluster, const std::vector<int>& gpus);
@@ -34,7 +36,7 @@ TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int
                            double bytes_per_gpu, Phase phase, int layer, TaskGraph::Deps deps);
 
 /// All-to-all(v): `bytes[i][j]` from gpus[i] to gpus[j], all flows concurrent once `start[i]`
-/// (per source) is done. Returns, per GPU, a join of every flow it sends or receives: the point
+/// (per source) and that GPU's collective launch cost are done. Returns, per GPU, a join of every flow it sends or receives: the point
 /// where that GPU's collective call returns.
 std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                                    const std::vector<std::vector<double>>& bytes, Phase phase,

@@ -6,8 +6,28 @@
 
 namespace moesim {
 
-ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff)
-    : gpu_(std::move(gpu)), eff_(eff) {}
+ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff,
+                                   std::shared_ptr<const HardwareCalibration> calibration)
+    : gpu_(std::move(gpu)), eff_(eff), calibration_(std::move(calibration)) {
+  if (calibration_) {
+    if (calibration_->gemm_peak) eff_.gemm_peak = *calibration_->gemm_peak;
+    if (calibration_->memory_efficiency) eff_.memory = *calibration_->memory_efficiency;
+  }
+}
+
+ComputeCostModel ComputeCostModel::for_cluster(const ClusterSpec& spec) {
+  return ComputeCostModel(spec.gpu, ComputeEfficiency{}, spec.calibration);
+}
+
+double ComputeCostModel::gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt) const {
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (calibration_) {
+    // A measured curve already contains the memory-bound regime: it is the whole kernel time.
+    if (const EfficiencyCurve* c = calibration_->gemm_curve(dt, n, k))
+      return flops / (peak(dt) * c->at(static_cast<double>(m)));
+  }
+  return flops / (peak(dt) * gemm_efficiency(m, n, k));
+}
 
 double ComputeCostModel::peak(DType t) const {
   double p = gpu_.peak(t);
@@ -37,18 +57,18 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
   const double mem_s = op.bytes / bw;
   double compute_s = 0.0;
   switch (op.kind) {
-    case OpKind::kGemm:
-      compute_s = op.flops / (peak(op.dtype) * gemm_efficiency(op.m, op.n, op.k));
+    case OpKind::kGemm: {
+      const bool measured = calibration_ && calibration_->gemm_curve(op.dtype, op.n, op.k);
+      compute_s = static_cast<double>(op.batch) * gemm_compute_seconds(op.m, op.n, op.k, op.dtype);
+      if (measured) return compute_s;
       break;
+    }
     case OpKind::kGroupedGemm: {
       // One kernel over all groups: each group's tiles are quantised on its own.
-      double eff_weighted = 0.0;
-      for (auto m : op.group_m) {
-        if (m <= 0) continue;
-        const double f = 2.0 * static_cast<double>(m) * static_cast<double>(op.n) * static_cast<double>(op.k);
-        eff_weighted += f / gemm_efficiency(m, op.n, op.k);
-      }
-      compute_s = eff_weighted / peak(op.dtype);
+      const bool measured = calibration_ && calibration_->gemm_curve(op.dtype, op.n, op.k);
+      for (auto m : op.group_m)
+        if (m > 0) compute_s += gemm_compute_seconds(m, op.n, op.k, op.dtype);
+      if (measured) return compute_s;
       break;
     }
     case OpKind::kAttention:

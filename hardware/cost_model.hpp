@@ -3,6 +3,7 @@
 // plus the kernel launch. η comes from datasheet-level default curves; a calibration profile
 // (measured efficiency tables) replaces them where it has data.
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "hardware/cluster.hpp"
@@ -26,7 +27,11 @@ struct ComputeEfficiency {
 /// Prices ops on one GPU model. Never decides anything: policies choose the ops.
 class ComputeCostModel {
  public:
-  explicit ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff = {});
+  /// With a calibration, its GEMM tables and fitted efficiencies replace the defaults.
+  explicit ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff = {},
+                            std::shared_ptr<const HardwareCalibration> calibration = nullptr);
+  /// The cost model of a cluster's GPU, calibrated when the cluster is.
+  static ComputeCostModel for_cluster(const ClusterSpec& spec);
 
   /// Kernel time of one op in seconds, without launch overhead.
   double kernel_seconds(const Op& op) const;
@@ -41,8 +46,11 @@ class ComputeCostModel {
 
  private:
   double peak(DType t) const;
+  /// Seconds of one GEMM (m rows) at compute efficiency from the profile or the default curve.
+  double gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt) const;
   GpuSpec gpu_;
   ComputeEfficiency eff_;
+  std::shared_ptr<const HardwareCalibration> calibration_;
 };
 
 /// The engine's view of a cluster: compute tasks priced by `cost`, transfers routed by `cluster`.

@@ -60,7 +60,7 @@ void BM_Switch128OnDgx1(benchmark::State& state) {
                            ", seq_len: 128, routing: {kind: skewed, alpha: 0.5, hot_experts: 10}}\n";
   const Scenario s = load_scenario_text(text, "bench.yaml");
   const Cluster cluster(s.hardware);
-  const ComputeCostModel cost(s.hardware.gpu);
+  const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
   const PolicyContext ctx{s.model, cluster, s.workload};
   auto routing = routing_models().get(s.routing.kind).value.make(s.routing.params, routing_context(s), {});
   auto policy = policies().get("static-ep").value.make(s.policies[0].params);

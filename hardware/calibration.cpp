@@ -1,0 +1,189 @@
+#include "hardware/calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "sim/diagnostics.hpp"
+
+namespace moesim {
+
+double EfficiencyCurve::at(double v) const {
+  if (x.empty()) return 1.0;
+  if (v <= x.front()) return y.front();
+  if (v >= x.back()) return y.back();
+  const auto it = std::upper_bound(x.begin(), x.end(), v);
+  const std::size_t i = static_cast<std::size_t>(it - x.begin());
+  const double l0 = std::log(x[i - 1]), l1 = std::log(x[i]);
+  const double f = (std::log(v) - l0) / (l1 - l0);
+  // Power-law between points: exact where efficiency grows in proportion to the size (the
+  // memory-bound and latency-bound regimes) and where it is flat.
+  return std::exp(std::log(y[i - 1]) + f * (std::log(y[i]) - std::log(y[i - 1])));
+}
+
+const EfficiencyCurve* HardwareCalibration::gemm_curve(DType dt, std::int64_t n, std::int64_t k) const {
+  const auto it = gemm.find({dt, n, k});
+  return it == gemm.end() ? nullptr : &it->second;
+}
+
+const CollectiveCalibration* HardwareCalibration::collective(const std::string& op, CollectiveScope scope,
+                                                             int gpus) const {
+  const auto it = collectives.find({op, scope});
+  if (it == collectives.end() || it->second.empty()) return nullptr;
+  const CollectiveCalibration* best = nullptr;
+  int best_d = 0;
+  for (const auto& [n, cal] : it->second) {
+    const int d = std::abs(n - gpus);
+    if (!best || d < best_d) {
+      best = &cal;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+const char* scope_name(CollectiveScope s) { return s == CollectiveScope::kIntraNode ? "intra" : "inter"; }
+
+YAML::Node flow_seq(const std::vector<double>& v) {
+  YAML::Node n(YAML::NodeType::Sequence);
+  for (double d : v) n.push_back(d);
+  n.SetStyle(YAML::EmitterStyle::Flow);
+  return n;
+}
+
+EfficiencyCurve read_curve(const YAML::Node& x, const YAML::Node& y, const std::string& what) {
+  EfficiencyCurve c;
+  if (!x.IsSequence() || !y.IsSequence() || x.size() != y.size() || x.size() == 0)
+    throw std::runtime_error(what + ": needs equally long, non-empty point lists");
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    c.x.push_back(x[i].as<double>());
+    c.y.push_back(y[i].as<double>());
+    if (c.x.back() <= 0.0 || c.y.back() <= 0.0) throw std::runtime_error(what + ": points must be positive");
+    if (i > 0 && c.x[i] <= c.x[i - 1]) throw std::runtime_error(what + ": points must increase");
+  }
+  return c;
+}
+
+}  // namespace
+
+YAML::Node HardwareCalibration::to_yaml() const {
+  YAML::Node out(YAML::NodeType::Map);
+  out["format"] = "moesim-profile/1";
+  out["base"] = base;
+  out["device"] = device;
+  out["holdout"] = holdout;
+  if (gemm_peak || memory_efficiency) {
+    YAML::Node c(YAML::NodeType::Map);
+    if (gemm_peak) c["gemm_peak"] = *gemm_peak;
+    if (memory_efficiency) c["memory"] = *memory_efficiency;
+    out["compute"] = c;
+  }
+  YAML::Node g(YAML::NodeType::Sequence);
+  for (const auto& [key, curve] : gemm) {
+    YAML::Node e(YAML::NodeType::Map);
+    e["dtype"] = dtype_name(std::get<0>(key));
+    e["n"] = std::get<1>(key);
+    e["k"] = std::get<2>(key);
+    e["m"] = flow_seq(curve.x);
+    e["efficiency"] = flow_seq(curve.y);
+    g.push_back(e);
+  }
+  out["gemm"] = g;
+  YAML::Node col(YAML::NodeType::Sequence);
+  for (const auto& [key, by_gpus] : collectives) {
+    for (const auto& [gpus, cal] : by_gpus) {
+      YAML::Node e(YAML::NodeType::Map);
+      e["op"] = key.first;
+      e["scope"] = scope_name(key.second);
+      e["gpus"] = gpus;
+      e["launch_us"] = cal.launch_us;
+      e["bytes"] = flow_seq(cal.efficiency.x);
+      e["efficiency"] = flow_seq(cal.efficiency.y);
+      col.push_back(e);
+    }
+  }
+  out["collectives"] = col;
+  YAML::Node links_node(YAML::NodeType::Map);
+  for (const auto& [kind, fit] : links) {
+    YAML::Node e(YAML::NodeType::Map);
+    e["latency_us"] = fit.latency_us;
+    e["bandwidth_GBps"] = fit.bandwidth_GBps;
+    links_node[kind] = e;
+  }
+  out["links"] = links_node;
+  return out;
+}
+
+HardwareCalibration HardwareCalibration::from_yaml(const YAML::Node& node) {
+  if (!node.IsMap() || !node["format"] || node["format"].as<std::string>() != "moesim-profile/1")
+    throw std::runtime_error("not a moesim profile (expected 'format: moesim-profile/1')");
+  HardwareCalibration h;
+  h.base = node["base"] ? node["base"].as<std::string>() : "";
+  h.device = node["device"] ? node["device"].as<std::string>() : "";
+  h.holdout = node["holdout"] ? node["holdout"].as<double>() : 0.0;
+  if (const auto c = node["compute"]) {
+    if (c["gemm_peak"]) h.gemm_peak = c["gemm_peak"].as<double>();
+    if (c["memory"]) h.memory_efficiency = c["memory"].as<double>();
+  }
+  if (const auto g = node["gemm"]) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const std::string what = "gemm[" + std::to_string(i) + "]";
+      DType dt;
+      if (!parse_dtype(g[i]["dtype"].as<std::string>(), dt)) throw std::runtime_error(what + ": unknown dtype");
+      h.gemm[{dt, g[i]["n"].as<std::int64_t>(), g[i]["k"].as<std::int64_t>()}] =
+          read_curve(g[i]["m"], g[i]["efficiency"], what);
+    }
+  }
+  if (const auto col = node["collectives"]) {
+    for (std::size_t i = 0; i < col.size(); ++i) {
+      const std::string what = "collectives[" + std::to_string(i) + "]";
+      const std::string scope = col[i]["scope"].as<std::string>();
+      if (scope != "intra" && scope != "inter") throw std::runtime_error(what + ": scope must be intra or inter");
+      CollectiveCalibration cal;
+      cal.launch_us = col[i]["launch_us"].as<double>();
+      cal.efficiency = read_curve(col[i]["bytes"], col[i]["efficiency"], what);
+      h.collectives[{col[i]["op"].as<std::string>(),
+                     scope == "intra" ? CollectiveScope::kIntraNode : CollectiveScope::kInterNode}]
+                   [col[i]["gpus"].as<int>()] = cal;
+    }
+  }
+  if (const auto l = node["links"]) {
+    for (const auto& kv : l)
+      h.links[kv.first.as<std::string>()] = LinkFit{kv.second["latency_us"].as<double>(),
+                                                    kv.second["bandwidth_GBps"].as<double>()};
+  }
+  return h;
+}
+
+HardwareCalibration load_calibration(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read calibration profile");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  try {
+    return HardwareCalibration::from_yaml(YAML::Load(buf.str()));
+  } catch (const YAML::Exception& e) {
+    throw InputError(SourceLocation{path, e.mark.line + 1, e.mark.column + 1}, "invalid profile: " + e.msg);
+  } catch (const std::runtime_error& e) {
+    throw InputError(SourceLocation{path, 0, 0}, std::string("invalid profile: ") + e.what());
+  }
+}
+
+}  // namespace moesim
+
+// Defined here rather than in cluster.cpp: it is the one place that knows what a profile changes.
+#include "hardware/cluster.hpp"
+
+namespace moesim {
+
+void apply_calibration(ClusterSpec& spec, HardwareCalibration profile) {
+  if (const auto it = profile.links.find("h2d_pinned"); it != profile.links.end() && it->second.bandwidth_GBps > 0.0)
+    spec.pcie_bandwidth_GBps = it->second.bandwidth_GBps;
+  spec.calibration = std::make_shared<const HardwareCalibration>(std::move(profile));
+}
+
+}  // namespace moesim

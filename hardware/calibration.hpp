@@ -1,0 +1,69 @@
+#pragma once
+// A hardware calibration profile: measured efficiencies that replace datasheet defaults wherever
+// they have data. Written by `moesim calibrate fit`, read by scenarios
+// (`hardware: {preset: ..., calibration: PROFILE.yaml}`) and by `moesim cost --calibration`.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "sim/work.hpp"
+
+namespace moesim {
+
+/// y(x) > 0 sampled at increasing x, interpolated as a power law (linearly in log x, log y) and
+/// clamped at both ends: efficiencies vary smoothly with the logarithm of sizes.
+struct EfficiencyCurve {
+  std::vector<double> x;
+  std::vector<double> y;
+  double at(double v) const;
+  bool empty() const { return x.empty(); }
+};
+
+/// Where a collective's GPUs are: all in one node, or spread over nodes.
+enum class CollectiveScope { kIntraNode, kInterNode };
+
+/// Calibration of one collective kind at one scale: a fixed launch cost and, per message size,
+/// the fraction of link bandwidth the collective achieves (protocol and kernel efficiency).
+struct CollectiveCalibration {
+  double launch_us = 0.0;
+  EfficiencyCurve efficiency;  ///< x = per-GPU buffer bytes, y = achieved fraction of line rate
+};
+
+/// A fitted host link (cudaMemcpy class): latency + bytes / bandwidth.
+struct LinkFit {
+  double latency_us = 0.0;
+  double bandwidth_GBps = 0.0;
+};
+
+/// Everything a profile can calibrate. Empty parts leave the defaults in force.
+struct HardwareCalibration {
+  std::string base;      ///< the preset the profile was fitted against
+  std::string device;    ///< the GPU the measurements came from
+  double holdout = 0.0;  ///< fraction of samples kept out of the fit (for `calibrate report`)
+  std::optional<double> gemm_peak;          ///< fitted η_c of the default curve (shapes without a table)
+  std::optional<double> memory_efficiency;  ///< fitted η_m
+  /// GEMM efficiency η_c = flops / (peak · t) as a function of m, per (dtype, n, k).
+  std::map<std::tuple<DType, std::int64_t, std::int64_t>, EfficiencyCurve> gemm;
+  /// Per (collective name, scope), per GPU count.
+  std::map<std::pair<std::string, CollectiveScope>, std::map<int, CollectiveCalibration>> collectives;
+  std::map<std::string, LinkFit> links;  ///< "h2d_pinned", "d2h_pinned", "p2p", ...
+
+  /// The curve for (dtype, n, k), or nullptr.
+  const EfficiencyCurve* gemm_curve(DType dt, std::int64_t n, std::int64_t k) const;
+  /// The calibration for `op` at `scope` with the GPU count nearest to `gpus`, or nullptr.
+  const CollectiveCalibration* collective(const std::string& op, CollectiveScope scope, int gpus) const;
+
+  YAML::Node to_yaml() const;
+  /// Parses a profile; throws std::runtime_error naming the bad field.
+  static HardwareCalibration from_yaml(const YAML::Node& node);
+};
+
+/// Loads a profile file; throws InputError at `path` (and the YAML position) when invalid.
+HardwareCalibration load_calibration(const std::string& path);
+
+}  // namespace moesim
