@@ -32,7 +32,10 @@ void sweep_peer(int src, int dst, const DeviceBuffer& src_buf, const DeviceBuffe
   CUDA_CHECK(cudaSetDevice(src));
   const cudaError_t err = cudaDeviceEnablePeerAccess(dst, 0);
   if (err == cudaErrorPeerAccessAlreadyEnabled) {
-    CUDA_CHECK(cudaGetLastError());  // clears the sticky "already enabled" status; not a failure
+    // Already enabled (e.g. by an earlier run in this process) is fine: cudaGetLastError
+    // returns and clears that same status; anything else it returns is a real failure.
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaErrorPeerAccessAlreadyEnabled) CUDA_CHECK(last);
   } else {
     CUDA_CHECK(err);
   }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/cli.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "calibrate/fit.hpp"
@@ -154,3 +155,64 @@ TEST(Profile, CalibratedScenarioAndCostMoveInTheExpectedDirection) {
 }
 
 }  // namespace moesim::calibration
+
+namespace moesim {
+
+namespace {
+int run(std::vector<std::string> args, std::string* out = nullptr) {
+  args.insert(args.begin(), "moesim");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const int rc = run_cli(static_cast<int>(argv.size()), argv.data());
+  const std::string o = testing::internal::GetCapturedStdout();
+  testing::internal::GetCapturedStderr();
+  if (out) *out = o;
+  return rc;
+}
+}  // namespace
+
+TEST(CalibrateCli, HostLinkFitRecoversLatencyAndBandwidth) {
+  calibration::Measurements m;
+  for (double b = 4096; b <= 1e9; b *= 4) m.memcpy.push_back({"h2d_pinned", 0, 0, b, 10.0 + b / 20e3});  // 20 GB/s
+  const auto h = calibration::fit_profile(m, cluster_presets().get("dgx-a100").value, "dgx-a100", 0.0);
+  ASSERT_EQ(h.links.count("h2d_pinned"), 1u);
+  EXPECT_NEAR(h.links.at("h2d_pinned").latency_us, 10.0, 0.01);
+  EXPECT_NEAR(h.links.at("h2d_pinned").bandwidth_GBps, 20.0, 0.01);
+  ClusterSpec spec = cluster_presets().get("dgx-a100").value;
+  apply_calibration(spec, h);
+  EXPECT_DOUBLE_EQ(spec.pcie_bandwidth_GBps, 20.0);
+}
+
+// fit → profile YAML → report → `moesim cost --calibration` reflects the measured all-reduce.
+TEST(CalibrateCli, FitReportAndCostRoundTrip) {
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const std::string data = std::string(root ? root : ".") + "/tests/data/calibration/";
+  const auto profile = (std::filesystem::temp_directory_path() / "moesim-cli-profile.yaml").string();
+  ASSERT_EQ(run({"calibrate", "fit", data + "nccl_tests_all_reduce_8xa100.txt", data + "vidur_mlp_excerpt.csv",
+                 "--base", "dgx-a100", "--out", profile, "--holdout", "0"}),
+            0);
+  std::string out;
+  ASSERT_EQ(run({"calibrate", "report", profile, data + "nccl_tests_all_reduce_8xa100.txt", "--json"}, &out), 0);
+  const auto report = nlohmann::json::parse(out);
+  ASSERT_FALSE(report["classes"].empty());
+  for (const auto& c : report["classes"])
+    EXPECT_LT(c["calibrated"]["mape_pct"].get<double>(), c["uncalibrated"]["mape_pct"].get<double>()) << c["class"];
+
+  ASSERT_EQ(run({"cost", "allreduce", "--hardware", "dgx-a100", "--gpus", "8", "--bytes", "33554432", "--json"}, &out), 0);
+  const double plain = nlohmann::json::parse(out)["time_us"].get<double>();
+  ASSERT_EQ(run({"cost", "allreduce", "--hardware", "dgx-a100", "--gpus", "8", "--bytes", "33554432", "--json",
+                 "--calibration", profile},
+                &out),
+            0);
+  const double calibrated = nlohmann::json::parse(out)["time_us"].get<double>();
+  EXPECT_NE(plain, calibrated);
+  EXPECT_EQ(run({"cost", "allreduce", "--hardware", "dgx-a100", "--gpus", "8", "--bytes", "1", "--calibration",
+                 "/nonexistent.yaml"}),
+            2);
+  EXPECT_EQ(run({"calibrate", "fit", "/nonexistent.csv", "--base", "dgx-a100", "--out", profile}), 2);
+  std::filesystem::remove(profile);
+}
+
+}  // namespace moesim
