@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli.hpp"
+#include "tests/support/run_cli.hpp"
 
 namespace moesim {
 namespace {
@@ -17,15 +18,10 @@ namespace fs = std::filesystem;
 std::string last_out, last_err;
 
 int cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "moesim");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  const int rc = run_cli(static_cast<int>(argv.size()), argv.data());
-  last_out = testing::internal::GetCapturedStdout();
-  last_err = testing::internal::GetCapturedStderr();
-  return rc;
+  const auto r = testing_support::run_cli_captured(std::move(args));
+  last_out = r.out;
+  last_err = r.err;
+  return r.code;
 }
 
 std::string slurp(const fs::path& p) {

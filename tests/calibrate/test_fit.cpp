@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "app/cli.hpp"
+#include "tests/support/run_cli.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "calibrate/fit.hpp"
@@ -160,16 +161,9 @@ namespace moesim {
 
 namespace {
 int run(std::vector<std::string> args, std::string* out = nullptr) {
-  args.insert(args.begin(), "moesim");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  const int rc = run_cli(static_cast<int>(argv.size()), argv.data());
-  const std::string o = testing::internal::GetCapturedStdout();
-  testing::internal::GetCapturedStderr();
-  if (out) *out = o;
-  return rc;
+  const auto r = testing_support::run_cli_captured(std::move(args));
+  if (out) *out = r.out;
+  return r.code;
 }
 }  // namespace
 
