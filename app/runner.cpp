@@ -70,6 +70,20 @@ std::vector<std::int64_t> balanced_selections(const Scenario& s, const std::vect
   return std::vector<std::int64_t>(home.size(), (tokens * s.model.top_k + G - 1) / G);
 }
 
+// A policy's own problems (e.g. replicas that cannot be spread evenly) are located at its entry.
+void setup_policy(Policy& policy, const PolicyContext& ctx, const PolicyEntry& entry) {
+  try {
+    policy.setup(ctx);
+  } catch (const InputError& e) {
+    std::vector<Diagnostic> located;
+    for (auto d : e.diagnostics()) {
+      if (d.where.file.empty()) d.where = entry.where;
+      located.push_back(std::move(d));
+    }
+    throw InputError(std::move(located));
+  }
+}
+
 std::vector<std::int64_t> home_tokens_of(const Scenario& s, int gpus) {
   std::vector<std::int64_t> home = sequences_per_gpu(s.workload.batch_size, gpus);
   for (auto& h : home) h *= s.workload.seq_len;
@@ -84,7 +98,7 @@ void check_scenario_fits(const Scenario& s) {
   const auto home = home_tokens_of(s, cluster.num_gpus());
   for (const auto& entry : s.policies) {
     auto policy = policies().get(entry.name).value.make(entry.params);
-    policy->setup(ctx);
+    setup_policy(*policy, ctx, entry);
     check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s, home)), cluster, entry);
   }
 }
@@ -129,7 +143,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::s
   const RoutingContext rctx = routing_context(s);
   const auto routing = routing_models().get(s.routing.kind).value.make(s.routing.params, rctx, s.routing.where);
   auto policy = policies().get(entry.name).value.make(entry.params);
-  policy->setup(ctx);
+  setup_policy(*policy, ctx, entry);
   const auto home = home_tokens_of(s, cluster.num_gpus());
   check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s, home)), cluster, entry);
 

@@ -1,0 +1,193 @@
+// eplb (DeepSeek EPLB, public): replica counts, slot counts per GPU, token conservation, the
+// balance it buys over static-ep under skew, static-versus-periodic placement, and the
+// (E + R) % G input check.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "models/model_spec.hpp"
+#include "policies/batch_planner.hpp"
+#include "policies/eplb.hpp"
+#include "policies/expert_parallel.hpp"
+
+namespace moesim {
+
+namespace {
+
+ClusterSpec mesh(int nodes, int gpus_per_node) {
+  ClusterSpec c = cluster_presets().get("hgx-a100-4gpu-nvlink").value;
+  c.nodes = nodes;
+  c.gpus_per_node = gpus_per_node;
+  c.gpus_per_pcie_switch = gpus_per_node;
+  c.fabric = Fabric::kNvLinkMesh;
+  c.nvlink_latency_us = 0.0;
+  c.collective_launch_us = 0.0;
+  return c;
+}
+
+std::unique_ptr<Policy> make_policy(const std::string& name, const YAML::Node& opts) {
+  Diagnostics d;
+  const auto& info = policies().get(name).value;
+  const ParamSet p = read_params(opts, info.params, SourceMap("test"), d);
+  EXPECT_TRUE(d.empty()) << d.to_string();
+  return info.make(p);
+}
+
+std::unique_ptr<Policy> make_eplb(int redundant, const std::string& packing = "global", int rebalance = 0) {
+  YAML::Node opts;
+  opts["redundant_experts"] = redundant;
+  opts["packing"] = packing;
+  opts["rebalance_every"] = rebalance;
+  return make_policy("eplb", opts);
+}
+
+// Routing where expert e receives counts[e] of the top-1 tokens, in token order.
+LayerRouting fixed_routing(const std::vector<std::int64_t>& counts) {
+  LayerRouting r;
+  r.top_k = 1;
+  r.num_experts = static_cast<int>(counts.size());
+  for (std::size_t e = 0; e < counts.size(); ++e)
+    for (std::int64_t i = 0; i < counts[e]; ++i) r.experts.push_back(static_cast<int>(e));
+  r.num_tokens = static_cast<std::int64_t>(r.experts.size());
+  return r;
+}
+
+double max_over_mean(const std::vector<std::int64_t>& v) {
+  const double sum = static_cast<double>(std::accumulate(v.begin(), v.end(), std::int64_t{0}));
+  return static_cast<double>(*std::max_element(v.begin(), v.end())) / (sum / static_cast<double>(v.size()));
+}
+
+// Checks the invariants of a placement: E + R replicas, (E + R) / G per GPU, every expert placed.
+void check_slots(const std::vector<std::vector<int>>& reps, int E, int R, int G) {
+  ASSERT_EQ(reps.size(), static_cast<std::size_t>(E));
+  std::vector<int> per_gpu(G, 0);
+  int total = 0;
+  for (const auto& r : reps) {
+    EXPECT_GE(r.size(), 1u);
+    total += static_cast<int>(r.size());
+    for (const int g : r) ++per_gpu[g];
+  }
+  EXPECT_EQ(total, E + R);
+  for (int g = 0; g < G; ++g) EXPECT_EQ(per_gpu[g], (E + R) / G) << "gpu " << g;
+}
+
+}  // namespace
+
+TEST(EplbPlacement, ReplicasHonourCounts) {
+  // Expert 0 carries half the load: 64 → 32 → 21.3 → 16 → 12.8 is still the highest per replica.
+  const std::vector<double> load{64, 10, 9, 9, 9, 9, 9, 9};
+  const auto reps = eplb_place(load, 4, 4, 1, false);
+  check_slots(reps, 8, 4, 4);
+  EXPECT_EQ(reps[0].size(), 5u);
+  for (int e = 1; e < 8; ++e) EXPECT_EQ(reps[e].size(), 1u);
+}
+
+TEST(EplbPlacement, HottestGetsMostAndReplicasSpread) {
+  const std::vector<double> load{5, 40, 3, 20, 2, 2, 4, 4, 1, 1, 6, 12, 3, 3, 2, 2};
+  const int E = 16, R = 8, G = 8;
+  const auto reps = eplb_place(load, R, G, 1, false);
+  check_slots(reps, E, R, G);
+  for (int e = 0; e < E; ++e) {
+    EXPECT_LE(reps[e].size(), reps[1].size());
+    // No expert has more replicas than GPUs here, so no GPU holds two copies of one expert.
+    EXPECT_EQ(std::set<int>(reps[e].begin(), reps[e].end()).size(), reps[e].size()) << "expert " << e;
+  }
+  EXPECT_GT(reps[1].size(), reps[3].size());
+  EXPECT_GE(reps[3].size(), reps[11].size());
+}
+
+TEST(EplbPlacement, HierarchicalKeepsReplicasInTheirNode) {
+  const std::vector<double> load{5, 40, 3, 20, 2, 2, 4, 4, 1, 1, 6, 12, 3, 3, 2, 2};
+  const int E = 16, R = 8, G = 8, N = 2;
+  const auto reps = eplb_place(load, R, G, N, true);
+  check_slots(reps, E, R, G);
+  for (int e = 0; e < E; ++e) {
+    std::set<int> nodes;
+    for (const int g : reps[e]) nodes.insert(g / (G / N));
+    EXPECT_EQ(nodes.size(), 1u) << "expert " << e << " spans nodes";
+  }
+  // Each node holds E / N experts and R / N redundant replicas.
+  std::vector<int> experts_per_node(N, 0);
+  for (int e = 0; e < E; ++e) ++experts_per_node[reps[e][0] / (G / N)];
+  EXPECT_EQ(experts_per_node, (std::vector<int>{8, 8}));
+  // With one node, hierarchical equals global.
+  EXPECT_EQ(eplb_place(load, R, G, 1, true), eplb_place(load, R, G, 1, false));
+}
+
+class EplbPlan : public ::testing::Test {
+ protected:
+  ModelSpec model = model_presets().get("switch-base-8").value;
+  Cluster cluster{mesh(1, 4)};
+  PrefillWorkload wl{8, 16, 1};  // 128 tokens
+  PolicyContext ctx{model, cluster, wl};
+
+  std::vector<LayerRouting> same_every_layer(const std::vector<std::int64_t>& counts) const {
+    return std::vector<LayerRouting>(model.num_moe_layers(), fixed_routing(counts));
+  }
+};
+
+TEST_F(EplbPlan, TokenConservation) {
+  auto policy = make_eplb(4);
+  policy->setup(ctx);
+  const BatchPlan bp = plan_batch(*policy, ctx, 0, same_every_layer({40, 30, 20, 10, 8, 8, 8, 4}));
+  ASSERT_EQ(bp.moe.size(), static_cast<std::size_t>(model.num_moe_layers()));
+  for (const auto& moe : bp.moe) {
+    EXPECT_EQ(moe.tokens_dropped, 0);
+    EXPECT_EQ(std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), std::int64_t{0}), 128);
+  }
+  // (E + R) / G = 3 expert copies per GPU per MoE layer.
+  for (const double b : policy->expert_memory_bytes(ctx))
+    EXPECT_DOUBLE_EQ(b, 3.0 * model.expert_bytes() * model.num_moe_layers());
+}
+
+TEST_F(EplbPlan, BalancesSkewBetterThanStaticEp) {
+  // Expert 0 takes 50% of the selections.
+  const auto routing = same_every_layer({64, 10, 9, 9, 9, 9, 9, 9});
+  YAML::Node opts;
+  opts["placement"] = "contiguous";
+  auto stat = make_policy("static-ep", opts);
+  stat->setup(ctx);
+  auto eplb = make_policy("eplb", YAML::Node(YAML::NodeType::Map));  // defaults: R = G = 4
+  eplb->setup(ctx);
+  const BatchPlan s = plan_batch(*stat, ctx, 0, routing);
+  const BatchPlan e = plan_batch(*eplb, ctx, 0, routing);
+  for (std::size_t l = 0; l < s.moe.size(); ++l) {
+    const double rs = max_over_mean(s.moe[l].gpu_tokens), re = max_over_mean(e.moe[l].gpu_tokens);
+    EXPECT_NEAR(rs, 74.0 / 32.0, 1e-9);
+    EXPECT_LT(re, 1.15);
+    EXPECT_LT(re, 0.55 * rs);
+  }
+}
+
+TEST_F(EplbPlan, StaticUnlessRebalanced) {
+  const auto first = same_every_layer({64, 10, 9, 9, 9, 9, 9, 9});
+  const auto second = same_every_layer({9, 9, 9, 9, 9, 9, 10, 64});
+  auto kept = make_eplb(4, "global", 0);
+  auto periodic = make_eplb(4, "global", 1);
+  kept->setup(ctx);
+  periodic->setup(ctx);
+  plan_batch(*kept, ctx, 0, first);
+  plan_batch(*periodic, ctx, 0, first);
+  const BatchPlan k = plan_batch(*kept, ctx, 1, second);
+  const BatchPlan p = plan_batch(*periodic, ctx, 1, second);
+  for (std::size_t l = 0; l < k.moe.size(); ++l) {
+    // The kept placement has one copy of expert 7: its GPU computes all 64 selections.
+    EXPECT_GE(*std::max_element(k.moe[l].gpu_tokens.begin(), k.moe[l].gpu_tokens.end()), 64);
+    EXPECT_LT(max_over_mean(p.moe[l].gpu_tokens), 1.15);
+    EXPECT_EQ(std::accumulate(k.moe[l].gpu_tokens.begin(), k.moe[l].gpu_tokens.end(), std::int64_t{0}), 128);
+  }
+}
+
+TEST_F(EplbPlan, IndivisibleSlotsAreAnInputError) {
+  auto policy = make_eplb(1);  // 8 + 1 = 9 replicas on 4 GPUs
+  EXPECT_THROW(policy->setup(ctx), InputError);
+  try {
+    policy->setup(ctx);
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("8 + 1 = 9"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace moesim
