@@ -11,29 +11,16 @@
 #include "policies/batch_planner.hpp"
 #include "policies/eplb.hpp"
 #include "policies/expert_parallel.hpp"
+#include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {
 
 namespace {
 
-ClusterSpec mesh(int nodes, int gpus_per_node) {
-  ClusterSpec c = cluster_presets().get("hgx-a100-4gpu-nvlink").value;
-  c.nodes = nodes;
-  c.gpus_per_node = gpus_per_node;
-  c.gpus_per_pcie_switch = gpus_per_node;
-  c.fabric = Fabric::kNvLinkMesh;
-  c.nvlink_latency_us = 0.0;
-  c.collective_launch_us = 0.0;
-  return c;
-}
+using testing_support::fixed_routing;
+using testing_support::make_policy;
 
-std::unique_ptr<Policy> make_policy(const std::string& name, const YAML::Node& opts) {
-  Diagnostics d;
-  const auto& info = policies().get(name).value;
-  const ParamSet p = read_params(opts, info.params, SourceMap("test"), d);
-  EXPECT_TRUE(d.empty()) << d.to_string();
-  return info.make(p);
-}
+ClusterSpec mesh(int nodes, int gpus_per_node) { return testing_support::full_mesh(nodes, gpus_per_node); }
 
 std::unique_ptr<Policy> make_eplb(int redundant, const std::string& packing = "global", int rebalance = 0) {
   YAML::Node opts;
@@ -41,17 +28,6 @@ std::unique_ptr<Policy> make_eplb(int redundant, const std::string& packing = "g
   opts["packing"] = packing;
   opts["rebalance_every"] = rebalance;
   return make_policy("eplb", opts);
-}
-
-// Routing where expert e receives counts[e] of the top-1 tokens, in token order.
-LayerRouting fixed_routing(const std::vector<std::int64_t>& counts) {
-  LayerRouting r;
-  r.top_k = 1;
-  r.num_experts = static_cast<int>(counts.size());
-  for (std::size_t e = 0; e < counts.size(); ++e)
-    for (std::int64_t i = 0; i < counts[e]; ++i) r.experts.push_back(static_cast<int>(e));
-  r.num_tokens = static_cast<std::int64_t>(r.experts.size());
-  return r;
 }
 
 double max_over_mean(const std::vector<std::int64_t>& v) {

@@ -9,41 +9,20 @@
 #include "policies/batch_planner.hpp"
 #include "policies/expert_parallel.hpp"
 #include "sim/plan_executor.hpp"
+#include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {
 namespace {
 
-ClusterSpec full_mesh(int gpus, double pair_GBps) {
-  ClusterSpec c = cluster_presets().get("hgx-a100-4gpu-nvlink").value;
-  c.gpus_per_node = gpus;
-  c.gpus_per_pcie_switch = gpus;
-  c.fabric = Fabric::kNvLinkMesh;
-  c.nvlink_bandwidth_GBps = pair_GBps;
-  c.nvlink_latency_us = 0.0;
-  c.collective_launch_us = 0.0;
-  return c;
-}
+using testing_support::fixed_routing;
+
+ClusterSpec full_mesh(int gpus, double pair_GBps) { return testing_support::full_mesh(1, gpus, pair_GBps); }
 
 std::unique_ptr<Policy> make_static(const std::string& placement, double cf) {
-  Diagnostics d;
   YAML::Node opts;
   opts["placement"] = placement;
   opts["capacity_factor"] = cf;
-  const auto& info = policies().get("static-ep").value;
-  const ParamSet p = read_params(opts, info.params, SourceMap("test"), d);
-  EXPECT_TRUE(d.empty()) << d.to_string();
-  return info.make(p);
-}
-
-// Routing where expert e receives counts[e] of `tokens` top-1 tokens, in token order.
-LayerRouting fixed_routing(const std::vector<std::int64_t>& counts) {
-  LayerRouting r;
-  r.top_k = 1;
-  r.num_experts = static_cast<int>(counts.size());
-  for (std::size_t e = 0; e < counts.size(); ++e)
-    for (std::int64_t i = 0; i < counts[e]; ++i) r.experts.push_back(static_cast<int>(e));
-  r.num_tokens = static_cast<std::int64_t>(r.experts.size());
-  return r;
+  return testing_support::make_policy("static-ep", opts);
 }
 
 }  // namespace
