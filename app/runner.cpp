@@ -10,37 +10,10 @@
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "policies/batch_planner.hpp"
+#include "policies/memory.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {
-
-std::vector<double> MemoryEstimate::total() const {
-  std::vector<double> t(weights.size());
-  for (std::size_t g = 0; g < t.size(); ++g) t[g] = weights[g] + kv_cache[g] + activations[g];
-  return t;
-}
-
-MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Policy& policy,
-                               const PolicyContext& ctx, const std::vector<std::int64_t>& home_tokens,
-                               const std::vector<std::int64_t>& expert_tokens) {
-  const int G = c.num_gpus();
-  const double b = dtype_bytes(m.dtype);
-  const std::vector<double> experts = policy.expert_memory_bytes(ctx);
-  const double ffn_width = static_cast<double>(m.expert_ffn) * (m.activation == Activation::kSwiGlu ? 2.0 : 1.0);
-  const double qkv = static_cast<double>((m.attention.heads + 2 * m.attention.kv_heads) * m.attention.head_dim);
-  MemoryEstimate e;
-  for (int g = 0; g < G; ++g) {
-    const double t = static_cast<double>(home_tokens[g]);
-    e.weights.push_back(m.non_expert_params() * b + experts[g]);
-    e.kv_cache.push_back(t * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m));
-    // Residual stream, normed copy, attention output and QKV of the home tokens, plus the
-    // received selections' input, intermediate and output rows.
-    const double sel = static_cast<double>(expert_tokens[g]);
-    e.activations.push_back(b * (t * (3.0 * static_cast<double>(m.hidden) + qkv) +
-                                 sel * (2.0 * static_cast<double>(m.hidden) + ffn_width)));
-  }
-  return e;
-}
 
 namespace {
 
@@ -63,13 +36,6 @@ void check_fits(const MemoryEstimate& e, const Cluster& c, const PolicyEntry& en
   }
 }
 
-std::vector<std::int64_t> balanced_selections(const Scenario& s, const std::vector<std::int64_t>& home) {
-  std::int64_t tokens = 0;
-  for (auto t : home) tokens += t;
-  const auto G = static_cast<std::int64_t>(home.size());
-  return std::vector<std::int64_t>(home.size(), (tokens * s.model.top_k + G - 1) / G);
-}
-
 // A policy's own problems (e.g. replicas that cannot be spread evenly) are located at its entry.
 void setup_policy(Policy& policy, const PolicyContext& ctx, const PolicyEntry& entry) {
   try {
@@ -84,22 +50,34 @@ void setup_policy(Policy& policy, const PolicyContext& ctx, const PolicyEntry& e
   }
 }
 
-std::vector<std::int64_t> home_tokens_of(const Scenario& s, int gpus) {
-  std::vector<std::int64_t> home = sequences_per_gpu(s.workload.batch_size, gpus);
-  for (auto& h : home) h *= s.workload.seq_len;
-  return home;
+// Profiling batches (PolicyContext::profile_routing) come from a stream of their own, so that
+// a profiled placement never sees the routing it will be measured on.
+constexpr std::uint64_t kProfileStream = 0x9F0F11EULL;
+
+std::unique_ptr<RoutingModel> make_routing(const Scenario& s) {
+  return routing_models().get(s.routing.kind).value.make(s.routing.params, routing_context(s), s.routing.where);
+}
+
+PolicyContext policy_context(const Scenario& s, const Cluster& cluster, const RoutingModel& routing) {
+  PolicyContext ctx{s.model, cluster, s.workload};
+  ctx.profile_routing = [&s, &routing](int i, int moe_layer) {
+    Rng rng = Rng::derive(s.seed, kProfileStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
+    return routing.route(-(i + 1), moe_layer, s.workload.tokens_per_batch(), rng);
+  };
+  return ctx;
 }
 
 }  // namespace
 
 void check_scenario_fits(const Scenario& s) {
   const Cluster cluster(s.hardware);
-  const PolicyContext ctx{s.model, cluster, s.workload};
-  const auto home = home_tokens_of(s, cluster.num_gpus());
+  const auto routing = make_routing(s);
+  const PolicyContext ctx = policy_context(s, cluster, *routing);
+  const auto home = home_tokens_of(s.workload, cluster.num_gpus());
   for (const auto& entry : s.policies) {
     auto policy = policies().get(entry.name).value.make(entry.params);
     setup_policy(*policy, ctx, entry);
-    check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s, home)), cluster, entry);
+    check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s.model, home)), cluster, entry);
   }
 }
 
@@ -139,13 +117,12 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::s
                        const std::string& trace_dir) {
   const Cluster cluster(s.hardware);
   const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
-  const PolicyContext ctx{s.model, cluster, s.workload};
-  const RoutingContext rctx = routing_context(s);
-  const auto routing = routing_models().get(s.routing.kind).value.make(s.routing.params, rctx, s.routing.where);
+  const auto routing = make_routing(s);
+  const PolicyContext ctx = policy_context(s, cluster, *routing);
   auto policy = policies().get(entry.name).value.make(entry.params);
   setup_policy(*policy, ctx, entry);
-  const auto home = home_tokens_of(s, cluster.num_gpus());
-  check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s, home)), cluster, entry);
+  const auto home = home_tokens_of(s.workload, cluster.num_gpus());
+  check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s.model, home)), cluster, entry);
 
   Simulator sim;
   FlowNetwork net(sim);

@@ -7,21 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/scenario.hpp"
-#include "policies/policy.hpp"
+#include "policies/memory.hpp"
 
 namespace moesim {
-
-/// Per-GPU memory of a policy's layout for one batch: weights, KV cache and activations.
-struct MemoryEstimate {
-  std::vector<double> weights;      ///< replicated non-expert weights + the policy's experts
-  std::vector<double> kv_cache;     ///< home tokens × layers
-  std::vector<double> activations;  ///< peak working set of one layer
-  std::vector<double> total() const;
-};
-/// `expert_tokens[g]`: selections GPU g computes in its busiest layer.
-MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Policy& policy,
-                               const PolicyContext& ctx, const std::vector<std::int64_t>& home_tokens,
-                               const std::vector<std::int64_t>& expert_tokens);
 
 /// Builds each policy and checks that its layout fits in GPU memory (InputError at the policy
 /// entry otherwise). Used by `validate` and before `run`.

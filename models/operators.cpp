@@ -103,6 +103,25 @@ std::vector<Op> expert_ops(const ModelSpec& m, const std::vector<std::int64_t>& 
   return ops;
 }
 
+std::vector<Op> sharded_expert_ops(const ModelSpec& m, const std::vector<std::int64_t>& tokens_per_expert,
+                                   int shards, bool fused) {
+  std::int64_t rows = 0;
+  for (const auto t : tokens_per_expert) rows += std::max<std::int64_t>(t, 0);
+  if (rows == 0 || shards < 1) return {};
+  const bool glu = m.activation == Activation::kSwiGlu;
+  const std::int64_t width = (m.expert_ffn + shards - 1) / shards;
+  std::vector<Op> ops;
+  if (fused) {
+    ops.push_back(make_grouped_gemm("expert_shard.up", tokens_per_expert, width * (glu ? 2 : 1), m.hidden, m.dtype));
+    ops.push_back(make_elementwise("expert_shard.act", d(rows) * d(width) * (glu ? 1.5 : 1.0), m.dtype));
+    ops.push_back(make_grouped_gemm("expert_shard.down", tokens_per_expert, m.hidden, width, m.dtype));
+    return ops;
+  }
+  for (const auto t : tokens_per_expert)
+    if (t > 0) append_ffn(ops, m, t, width, "expert_shard.up", "expert_shard.act", "expert_shard.down");
+  return ops;
+}
+
 std::vector<Op> shared_expert_ops(const ModelSpec& m, std::int64_t tokens) {
   if (m.shared_experts <= 0 || m.shared_expert_ffn <= 0 || tokens <= 0) return {};
   // Every token goes through every shared expert, so they run as one FFN of the summed width

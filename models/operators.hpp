@@ -18,6 +18,12 @@ std::vector<Op> router_ops(const ModelSpec& m, std::int64_t tokens);
 /// Routed experts on one GPU as one grouped GEMM per projection: `tokens_per_expert[i]` rows
 /// for the i-th hosted expert (0 rows: the expert is skipped and its weights are not read).
 std::vector<Op> expert_ops(const ModelSpec& m, const std::vector<std::int64_t>& tokens_per_expert);
+/// Expert shards (MoEShard §3.2, tensor-parallel experts): every expert's W_in column shard and
+/// W_out row shard of width ceil(expert_ffn / shards), over `tokens_per_expert[i]` rows each.
+/// `fused`: one grouped GEMM per projection (MoEShard §3.3 with block-sparse kernels); otherwise
+/// one GEMM per expert and projection, each paying its own kernel launch.
+std::vector<Op> sharded_expert_ops(const ModelSpec& m, const std::vector<std::int64_t>& tokens_per_expert,
+                                   int shards, bool fused);
 /// Shared (always-on) experts over `tokens` tokens; empty when the model has none.
 std::vector<Op> shared_expert_ops(const ModelSpec& m, std::int64_t tokens);
 /// Dense FFN (non-MoE layer) over `tokens` tokens, with its norm and residual.

@@ -58,6 +58,7 @@ BatchPlan plan_batch(Policy& policy, const PolicyContext& ctx, int batch,
     in.routing = &routing[moe_index];
     in.token_home = &token_home;
     in.home_tokens = bp.home_tokens;
+    in.layer_start = last;
     in.ready.resize(G);
     for (int g = 0; g < G; ++g) {
       const TaskId dep[] = {attn[g]};

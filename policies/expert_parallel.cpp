@@ -1,9 +1,82 @@
 #include "policies/expert_parallel.hpp"
 
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
 #include "hardware/collectives.hpp"
 #include "models/operators.hpp"
 
 namespace moesim {
+
+std::vector<TaskId> ExpertParallelPolicy::before_scatter(TaskGraph& /*plan*/, const PolicyContext& ctx,
+                                                         const MoeLayerInput& /*in*/, TaskId all_routed) {
+  return std::vector<TaskId>(static_cast<std::size_t>(ctx.cluster.num_gpus()), all_routed);
+}
+
+std::vector<int> ExpertParallelPolicy::resident_experts(const PolicyContext& /*ctx*/, const MoeLayerInput& /*in*/,
+                                                        int /*gpu*/) const {
+  return {};
+}
+
+TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyContext& ctx, const MoeLayerInput& in,
+                                               const Dispatch& d, int g, TaskId ready, TaskId fetch_ready) {
+  const ModelSpec& m = ctx.model;
+  const int L = in.layer;
+  const auto& load = d.load[g];
+  const TaskId ready_dep[] = {ready};
+  if (d.fetch[g].empty()) {
+    // Every expert is resident: one grouped GEMM per projection over the experts with tokens.
+    std::vector<std::int64_t> per_expert;
+    for (const auto n : load)
+      if (n > 0) per_expert.push_back(n);
+    return per_expert.empty() ? plan.join(ready_dep, Phase::kExperts, L)
+                              : plan.compute(g, Phase::kExperts, L, expert_ops(m, per_expert), ready_dep);
+  }
+
+  // Per-expert kernels so that each finished expert frees its buffer for the next fetch
+  // (HarMoEny §IV-C, Fig. 5b). Resident experts run first, heaviest first (the longest kernels
+  // give the fetches the most time to hide behind); fetched experts follow in fetch order.
+  std::vector<int> resident;
+  for (const int e : resident_experts(ctx, in, g))
+    if (load[e] > 0) resident.push_back(e);
+  std::stable_sort(resident.begin(), resident.end(), [&](int a, int b) { return load[a] > load[b]; });
+  std::vector<TaskId> computes;  // in the order their buffers free up
+  for (const int e : resident) computes.push_back(plan.compute(g, Phase::kExperts, L, expert_ops(m, {load[e]}), ready_dep));
+
+  const int free0 = d.free_buffers[g];
+  if (free0 + static_cast<int>(resident.size()) == 0)
+    throw std::logic_error("dispatch: GPU " + std::to_string(g) + " fetches experts but has no buffer to fetch into");
+  const int host = ctx.cluster.host_endpoint(ctx.cluster.node_of_gpu(g));
+  const double bytes = m.expert_bytes();
+  const std::size_t resident_count = computes.size();
+  for (std::size_t i = 0; i < d.fetch[g].size(); ++i) {
+    const int e = d.fetch[g][i];
+    if (load[e] <= 0) continue;
+    // The buffer this fetch overwrites: a free one, else the one of the (i - free0)-th expert to
+    // finish, in compute order.
+    std::vector<TaskId> deps{fetch_ready};
+    const auto slot = static_cast<std::ptrdiff_t>(i) - free0;
+    if (slot >= 0) deps.push_back(computes[static_cast<std::size_t>(slot)]);
+    // Synchronous fetching waits for the GPU's previous expert before it starts (the GPU idles
+    // while the weights arrive).
+    if (d.fetch_mode == FetchMode::kSync) deps.push_back(computes.empty() ? ready : computes.back());
+    const TaskId f = plan.transfer(host, ctx.cluster.gpu_endpoint(g), bytes, Phase::kFetch, L, deps, g,
+                                   CopyEngine::kHostToDevice);
+    const TaskId cdeps[] = {ready, f};
+    computes.push_back(plan.compute(g, Phase::kExperts, L, expert_ops(m, {load[e]}), cdeps));
+  }
+  const TaskId done = plan.join(computes, Phase::kExperts, L);
+  if (d.restore_overwritten) {
+    // Every fetch overwrote a resident expert's buffer until the resident ones ran out.
+    const std::size_t overwritten =
+        std::min(computes.size() - resident_count, static_cast<std::size_t>(free0) + resident_count);
+    const TaskId after[] = {done};
+    for (std::size_t i = 0; i < overwritten; ++i)
+      plan.transfer(host, ctx.cluster.gpu_endpoint(g), bytes, Phase::kFetch, L, after, g, CopyEngine::kHostToDevice);
+  }
+  return done;
+}
 
 MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const PolicyContext& ctx,
                                                      const MoeLayerInput& in) {
@@ -12,7 +85,7 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   const int G = cl.num_gpus();
   const int L = in.layer;
   std::vector<int> gpus(G);
-  for (int g = 0; g < G; ++g) gpus[g] = g;
+  std::iota(gpus.begin(), gpus.end(), 0);
 
   const Dispatch d = dispatch(ctx, in);
   const double tb = token_bytes(m);
@@ -28,28 +101,45 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     has_shared[g] = 1;
   }
 
-  // Scatter: a collective, so it starts when every GPU has routed (implicit barrier).
+  // Scatter: a collective, so it starts when every GPU has routed (implicit barrier), after any
+  // step the policy puts in between.
   const TaskId all_routed = plan.join(in.ready, Phase::kDispatch, L);
+  const std::vector<TaskId> may_scatter = before_scatter(plan, ctx, in, all_routed);
+  if (static_cast<int>(may_scatter.size()) != G)
+    throw std::logic_error("before_scatter returned the wrong number of per-GPU tasks");
+
+  // Weight copies, anchored where the policy's decision is known.
+  std::vector<std::vector<TaskId>> arriving(G);
+  for (const WeightCopy& c : d.copies) {
+    const bool from_gpu = c.src_endpoint < G;
+    TaskId anchor = all_routed;
+    if (d.copies_start == CopyStart::kLayerStart && !in.layer_start.empty())
+      anchor = in.layer_start[from_gpu ? c.src_endpoint : c.dst_gpu];
+    else if (d.copies_start == CopyStart::kAfterSchedule)
+      anchor = may_scatter[c.dst_gpu];
+    const TaskId dep[] = {anchor};
+    arriving[c.dst_gpu].push_back(plan.transfer(c.src_endpoint, cl.gpu_endpoint(c.dst_gpu), m.expert_bytes(),
+                                                Phase::kFetch, L, dep, from_gpu ? c.src_endpoint : c.dst_gpu,
+                                                from_gpu ? CopyEngine::kPeer : CopyEngine::kHostToDevice));
+  }
+
   std::vector<std::vector<double>> bytes(G, std::vector<double>(G, 0.0));
   for (int s = 0; s < G; ++s)
     for (int t = 0; t < G; ++t) bytes[s][t] = static_cast<double>(d.send[s][t]) * tb;
-  const std::vector<TaskId> scattered =
-      add_all_to_all(plan, cl, gpus, bytes, Phase::kDispatch, L, std::vector<TaskId>(G, all_routed));
+  const std::vector<TaskId> scattered = add_all_to_all(plan, cl, gpus, bytes, Phase::kDispatch, L, may_scatter);
 
   MoeLayerOutput out;
   out.gpu_tokens.assign(G, 0);
   out.tokens_dropped = d.dropped;
   std::vector<TaskId> experts_done(G);
   for (int g = 0; g < G; ++g) {
-    std::vector<std::int64_t> per_expert;
-    for (std::size_t e = 0; e < d.load[g].size(); ++e) {
-      if (d.load[g][e] == 0) continue;
-      per_expert.push_back(d.load[g][e]);
-      out.gpu_tokens[g] += d.load[g][e];
+    for (const auto n : d.load[g]) out.gpu_tokens[g] += n;
+    TaskId ready = scattered[g];
+    if (!arriving[g].empty()) {
+      arriving[g].push_back(scattered[g]);
+      ready = plan.join(arriving[g], Phase::kExperts, L);
     }
-    const TaskId dep[] = {scattered[g]};
-    experts_done[g] = per_expert.empty() ? plan.join(dep, Phase::kExperts, L)
-                                         : plan.compute(g, Phase::kExperts, L, expert_ops(m, per_expert), dep);
+    experts_done[g] = build_gpu_experts(plan, ctx, in, d, g, ready, may_scatter[g]);
   }
 
   // Gather: the reverse all-to-all, again a barrier collective.

@@ -22,6 +22,10 @@ struct PolicyContext {
   const ModelSpec& model;
   const Cluster& cluster;
   const PrefillWorkload& workload;
+  /// Routing of profiling batches, drawn from streams of their own so they are not the batches
+  /// that will be simulated: `profile_routing(i, moe_layer)` for i = 0, 1, ... (a profiling
+  /// window, as ExFlow profiles a dataset before serving). Empty where no routing model exists.
+  std::function<LayerRouting(int profile_batch, int moe_layer)> profile_routing = {};
 };
 
 /// Which GPUs hold a copy of each expert, and the reverse map.
@@ -40,6 +44,7 @@ struct MoeLayerInput {
   const std::vector<int>* token_home = nullptr;  ///< GPU each token's hidden state lives on
   std::vector<std::int64_t> home_tokens;         ///< tokens per home GPU
   std::vector<TaskId> ready;                     ///< per GPU: router finished
+  std::vector<TaskId> layer_start;               ///< per GPU: previous layer done, attention begins
 };
 
 /// What the policy reports back for one MoE layer.

@@ -1,0 +1,2 @@
+// Placeholder: filled in by the even_split work of issue 3.
+namespace moesim {}

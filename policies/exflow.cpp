@@ -1,0 +1,2 @@
+// Placeholder: filled in by the exflow work of issue 3.
+namespace moesim {}

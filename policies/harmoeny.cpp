@@ -1,0 +1,2 @@
+// Placeholder: filled in by the harmoeny work of issue 3.
+namespace moesim {}

@@ -1,0 +1,58 @@
+#include "policies/memory.hpp"
+
+#include "models/operators.hpp"
+#include "policies/batch_planner.hpp"
+
+namespace moesim {
+
+std::vector<double> MemoryEstimate::total() const {
+  std::vector<double> t(weights.size());
+  for (std::size_t g = 0; g < t.size(); ++g) t[g] = weights[g] + kv_cache[g] + activations[g];
+  return t;
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Policy& policy,
+                               const PolicyContext& ctx, const std::vector<std::int64_t>& home_tokens,
+                               const std::vector<std::int64_t>& expert_tokens) {
+  const int G = c.num_gpus();
+  const double b = dtype_bytes(m.dtype);
+  const std::vector<double> experts = policy.expert_memory_bytes(ctx);
+  const double ffn_width = static_cast<double>(m.expert_ffn) * (m.activation == Activation::kSwiGlu ? 2.0 : 1.0);
+  const double qkv = static_cast<double>((m.attention.heads + 2 * m.attention.kv_heads) * m.attention.head_dim);
+  MemoryEstimate e;
+  for (int g = 0; g < G; ++g) {
+    const double t = static_cast<double>(home_tokens[g]);
+    e.weights.push_back(m.non_expert_params() * b + experts[g]);
+    e.kv_cache.push_back(t * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m));
+    // Residual stream, normed copy, attention output and QKV of the home tokens, plus the
+    // received selections' input, intermediate and output rows.
+    const double sel = static_cast<double>(expert_tokens[g]);
+    e.activations.push_back(b * (t * (3.0 * static_cast<double>(m.hidden) + qkv) +
+                                 sel * (2.0 * static_cast<double>(m.hidden) + ffn_width)));
+  }
+  return e;
+}
+
+std::vector<std::int64_t> home_tokens_of(const PrefillWorkload& w, int gpus) {
+  std::vector<std::int64_t> home = sequences_per_gpu(w.batch_size, gpus);
+  for (auto& h : home) h *= w.seq_len;
+  return home;
+}
+
+std::vector<std::int64_t> balanced_selections(const ModelSpec& m, const std::vector<std::int64_t>& home) {
+  std::int64_t tokens = 0;
+  for (auto t : home) tokens += t;
+  const auto G = static_cast<std::int64_t>(home.size());
+  return std::vector<std::int64_t>(home.size(), (tokens * m.top_k + G - 1) / G);
+}
+
+std::vector<double> memory_headroom(const Policy& policy, const PolicyContext& ctx) {
+  const auto home = home_tokens_of(ctx.workload, ctx.cluster.num_gpus());
+  const std::vector<double> used =
+      estimate_memory(ctx.model, ctx.cluster, policy, ctx, home, balanced_selections(ctx.model, home)).total();
+  std::vector<double> free(used.size());
+  for (std::size_t g = 0; g < used.size(); ++g) free[g] = ctx.cluster.spec().gpu.memory_bytes - used[g];
+  return free;
+}
+
+}  // namespace moesim

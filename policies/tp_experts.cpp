@@ -1,0 +1,2 @@
+// Placeholder: filled in by the tp_experts work of issue 3.
+namespace moesim {}

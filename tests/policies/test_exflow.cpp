@@ -1,0 +1,1 @@
+// Placeholder: filled in by the exflow work of issue 3.

@@ -1,0 +1,1 @@
+// Placeholder: filled in by the harmoeny work of issue 3.

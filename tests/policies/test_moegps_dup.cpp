@@ -1,0 +1,1 @@
+// Placeholder: filled in by the moegps_dup work of issue 3.

@@ -1,0 +1,1 @@
+// Placeholder: filled in by the tp_experts work of issue 3.
