@@ -3,7 +3,9 @@
 // slice of W_out of every expert), but the tokens move with the collectives of tensor
 // parallelism: attention here is data-parallel (each GPU holds its home tokens), so a ring
 // all-gather gives every GPU every token, and a ring all-reduce of the full output
-// (tokens x hidden) sums the partial outputs, after which each GPU keeps its home rows.
+// (tokens x hidden) sums the partial outputs, after which each GPU keeps its home rows. Before
+// the all-gather, the same small routing all-gather as MoEShard's metadata exchange (the base
+// class's) tells every GPU which gathered rows go to which expert slice.
 //
 // The all-reduce moves 2(G-1)/G of the output per GPU; a reduce-scatter (each GPU receiving only
 // its home rows, summed) would move half that, (G-1)/G, the same as MoEShard's gather. We model

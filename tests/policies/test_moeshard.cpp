@@ -140,6 +140,14 @@ TEST_F(MoeShardPlan, EverySelectionIsComputedAndNothingDropped) {
     for (const Op& op : expert_ops(model, r.expert_counts()))
       if (op.kind == OpKind::kGroupedGemm) unsharded += op.flops;
     EXPECT_DOUBLE_EQ(gemm_flops, unsharded) << "top_k " << top_k;
+    // The home merge sums the G partials (G·home·hidden) and adds the residual; the gate-weighted
+    // top-k sum runs there only for top-1 (for top-k it ran before the send, on every GPU).
+    const double home = 32, h = static_cast<double>(model.hidden);
+    double merge_flops = 0.0;
+    for (const Task& t : bp.graph.tasks())
+      if (t.kind == TaskKind::kCompute && t.phase == Phase::kMerge && t.layer == first_moe_layer() && t.gpu == 0)
+        for (const Op& op : bp.graph.ops_of(t)) merge_flops += op.flops;
+    EXPECT_DOUBLE_EQ(merge_flops, 4 * home * h + home * h + (top_k == 1 ? 2 * home * h : 0.0)) << "top_k " << top_k;
   }
 }
 
