@@ -73,9 +73,9 @@ void ShardedExpertsPolicy::setup(const PolicyContext& ctx) {
 std::vector<double> ShardedExpertsPolicy::expert_memory_bytes(const PolicyContext& ctx) const {
   const ModelSpec& m = ctx.model;
   const int G = ctx.cluster.num_gpus();
-  // Each expert's parameters are all in its two projections, which a GPU holds ceil(ffn/G) of
-  // the ffn columns (W_in) and rows (W_out) of (MoEShard §3.2: "each GPU holds one shard of
-  // all experts").
+  // An expert's parameters are its two projections; a GPU holds ceil(ffn/G) of W_in's columns
+  // and of W_out's rows, of every expert (MoEShard §3.2: "each GPU holds one shard of all
+  // experts"), i.e. 1/G of all routed experts when G divides the FFN width.
   const double width = d((m.expert_ffn + G - 1) / G) / d(m.expert_ffn);
   const double bytes = m.expert_bytes() * width * m.experts * m.num_moe_layers();
   return std::vector<double>(static_cast<std::size_t>(G), bytes);
