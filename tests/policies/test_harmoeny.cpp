@@ -203,7 +203,9 @@ class HarmoenyPlan : public ::testing::Test {
   std::vector<LayerRouting> gated(std::int64_t slice) const {
     LayerRouting r;
     r.num_experts = model.experts;
-    auto add = [&](int expert, std::int64_t n) { r.experts.insert(r.experts.end(), static_cast<std::size_t>(n), expert); };
+    auto add = [&](int expert, std::int64_t n) {
+      r.experts.insert(r.experts.end(), static_cast<std::size_t>(n), expert);
+    };
     add(16, T);  // GPU 0's tokens: all to GPU 1
     add(0, slice);
     add(16, T - slice);
@@ -216,7 +218,8 @@ class HarmoenyPlan : public ::testing::Test {
     return std::vector<LayerRouting>(model.num_moe_layers(), r);
   }
 
-  BatchPlan plan(const YAML::Node& opts, const std::vector<LayerRouting>& routing, const std::string& name = "harmoeny") {
+  BatchPlan plan(const YAML::Node& opts, const std::vector<LayerRouting>& routing,
+                 const std::string& name = "harmoeny") {
     policy = make_policy(name, opts);
     policy->setup(ctx);
     return plan_batch(*policy, ctx, 0, routing);
@@ -267,7 +270,8 @@ TEST_F(HarmoenyPlan, NoRebalanceMatchesStaticEp) {
   auto scatter = [](const BatchPlan& bp) {
     std::vector<std::tuple<int, int, int, double>> flows;
     for (const Task& t : bp.graph.tasks())
-      if (t.kind == TaskKind::kTransfer && t.phase == Phase::kDispatch) flows.emplace_back(t.layer, t.src, t.dst, t.bytes);
+      if (t.kind == TaskKind::kTransfer && t.phase == Phase::kDispatch)
+        flows.emplace_back(t.layer, t.src, t.dst, t.bytes);
     std::sort(flows.begin(), flows.end());
     return flows;
   };
