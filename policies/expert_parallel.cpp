@@ -20,7 +20,8 @@ std::vector<int> ExpertParallelPolicy::resident_experts(const PolicyContext& /*c
 }
 
 TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyContext& ctx, const MoeLayerInput& in,
-                                               const Dispatch& d, int g, TaskId ready, TaskId fetch_ready) {
+                                               const Dispatch& d, int g, TaskId ready, TaskId fetch_ready,
+                                               std::vector<int>& restores) {
   const ModelSpec& m = ctx.model;
   const int L = in.layer;
   const auto& load = d.load[g];
@@ -69,11 +70,8 @@ TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyCont
   const TaskId done = plan.join(computes, Phase::kExperts, L);
   if (d.restore_overwritten) {
     // Every fetch overwrote a resident expert's buffer until the resident ones ran out.
-    const std::size_t overwritten =
-        std::min(computes.size() - resident_count, static_cast<std::size_t>(free0) + resident_count);
-    const TaskId after[] = {done};
-    for (std::size_t i = 0; i < overwritten; ++i)
-      plan.transfer(host, ctx.cluster.gpu_endpoint(g), bytes, Phase::kFetch, L, after, g, CopyEngine::kHostToDevice);
+    restores[g] = static_cast<int>(
+        std::min(computes.size() - resident_count, static_cast<std::size_t>(free0) + resident_count));
   }
   return done;
 }
@@ -132,6 +130,7 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   out.gpu_tokens.assign(G, 0);
   out.tokens_dropped = d.dropped;
   std::vector<TaskId> experts_done(G);
+  std::vector<int> restores(G, 0);
   for (int g = 0; g < G; ++g) {
     for (const auto n : d.load[g]) out.gpu_tokens[g] += n;
     TaskId ready = scattered[g];
@@ -139,7 +138,7 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
       arriving[g].push_back(scattered[g]);
       ready = plan.join(arriving[g], Phase::kExperts, L);
     }
-    experts_done[g] = build_gpu_experts(plan, ctx, in, d, g, ready, may_scatter[g]);
+    experts_done[g] = build_gpu_experts(plan, ctx, in, d, g, ready, may_scatter[g], restores);
   }
 
   // Gather: the reverse all-to-all, again a barrier collective.
@@ -157,6 +156,13 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     out.done[g] = in.home_tokens[g] > 0
                       ? plan.compute(g, Phase::kMerge, L, combine_ops(m, in.home_tokens[g]), deps)
                       : plan.join(deps, Phase::kMerge, L);
+    // Overwritten experts come back once the layer is merged. They only need to be in place
+    // before this layer runs again (the next batch), so they belong to no layer's latency
+    // (layer -1) and overlap the following layers on the copy engine.
+    const TaskId after[] = {out.done[g]};
+    const int host = cl.host_endpoint(cl.node_of_gpu(g));
+    for (int i = 0; i < restores[g]; ++i)
+      plan.transfer(host, cl.gpu_endpoint(g), m.expert_bytes(), Phase::kFetch, -1, after, g, CopyEngine::kHostToDevice);
   }
   return out;
 }

@@ -51,8 +51,8 @@ struct Dispatch {
   /// experts without tokens this layer). Each finished expert frees one more buffer.
   std::vector<int> free_buffers;
   FetchMode fetch_mode = FetchMode::kAsync;
-  /// After the layer, fetch back the resident experts whose buffers were overwritten, so the
-  /// static layout holds for the next batch (on the copy engine, off the layer's critical path).
+  /// After the layer's merge, fetch back the resident experts whose buffers were overwritten, so
+  /// the static layout holds for the next batch (on the copy engine, attributed to no layer).
   bool restore_overwritten = false;
 
   Dispatch(int gpus, int experts)
@@ -81,8 +81,9 @@ class ExpertParallelPolicy : public Policy {
 
  private:
   /// The expert tasks of one GPU: one grouped GEMM, or per-expert kernels with fetches.
+  /// `restores[gpu]` receives how many resident experts were overwritten (to fetch back later).
   TaskId build_gpu_experts(TaskGraph& plan, const PolicyContext& ctx, const MoeLayerInput& in, const Dispatch& d,
-                           int gpu, TaskId ready, TaskId fetch_ready);
+                           int gpu, TaskId ready, TaskId fetch_ready, std::vector<int>& restores);
 };
 
 }  // namespace moesim
