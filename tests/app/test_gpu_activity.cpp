@@ -9,7 +9,7 @@
 #include <numeric>
 #include <unistd.h>
 
-#include "app/gpu_time.hpp"
+#include "app/metrics.hpp"
 #include "policies/expert_parallel.hpp"
 #include "sim/chrome_trace.hpp"
 #include "tests/support/run_cli.hpp"
