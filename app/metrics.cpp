@@ -92,7 +92,8 @@ nlohmann::json gpu_time_json(const std::vector<GpuTime>& per_gpu, Tick makespan)
     nlohmann::json g;
     for (int c = 0; c <= kClasses; ++c) {
       g[kClassNames[static_cast<std::size_t>(c)]] = ticks_to_ms(slot(t, c));
-      if (makespan > 0) fraction[static_cast<std::size_t>(c)] += static_cast<double>(slot(t, c)) / static_cast<double>(makespan);
+      if (makespan > 0)
+        fraction[static_cast<std::size_t>(c)] += static_cast<double>(slot(t, c)) / static_cast<double>(makespan);
     }
     gpus.push_back(std::move(g));
   }

@@ -74,7 +74,8 @@ void ChromeTrace::name_thread(int gpu, GpuActivity lane, int row) {
   const int tid = thread_id(lane, row);
   const std::string name = std::string(activity_name(lane)) + (row > 0 ? " #" + std::to_string(row + 1) : "");
   events_.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", gpu}, {"tid", tid}, {"args", {{"name", name}}}});
-  events_.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", gpu}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+  events_.push_back(
+      {{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", gpu}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
 }
 
 int ChromeTrace::take_row(int gpu, GpuActivity lane, Tick start, Tick end) {

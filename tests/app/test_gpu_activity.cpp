@@ -249,7 +249,8 @@ TEST(GpuActivityEndToEnd, RunWritesTraceWithEveryLaneAndBreakdown) {
                                    "hardware: hgx-a100-4gpu-nvlink\n"
                                    "workload: {batch_size: 8, seq_len: 32, batches: 2, routing: {kind: uniform}}\n"
                                    "policy: test-copies-delays\noutput: {trace: true}\n";
-  const auto r = testing_support::run_cli_captured({"run", (dir / "s.yaml").string(), "--out", (dir / "out").string(), "-q"});
+  const auto r =
+      testing_support::run_cli_captured({"run", (dir / "s.yaml").string(), "--out", (dir / "out").string(), "-q"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto result = read_json(dir / "out" / "result.json");
   const auto& run = result["runs"][0];

@@ -199,9 +199,9 @@ TEST(RoutingModels, SkewedDepthGradientRaisesSkewWithDepth) {
 
 TEST(RoutingModels, ZeroDepthGradientChangesNothing) {
   for (const std::string kind : {"skewed", "fluctuating"}) {
-    const auto plain = make(kind, kind == "skewed" ? "{alpha: 0.7, hot_experts: 3}" : "", context(32, 2, 4));
-    const auto zero = make(kind, kind == "skewed" ? "{alpha: 0.7, hot_experts: 3, depth_gradient: 0}" : "{depth_gradient: 0}",
-                           context(32, 2, 4));
+    const std::string opts = kind == "skewed" ? "alpha: 0.7, hot_experts: 3" : "alpha_min: 0.2";
+    const auto plain = make(kind, "{" + opts + "}", context(32, 2, 4));
+    const auto zero = make(kind, "{" + opts + ", depth_gradient: 0}", context(32, 2, 4));
     for (int b = 0; b < 3; ++b)
       for (int l = 0; l < 4; ++l) {
         Rng a = Rng::derive(4, b, l), c = Rng::derive(4, b, l);
