@@ -1,6 +1,7 @@
 #pragma once
 // Turns task timings into the metrics of DESIGN.md (layer latency, TTFT, throughput, idle
-// fraction, all-to-all time, bytes by class, load, drops, memory).
+// fraction, all-to-all time, bytes by class, load, drops, memory), per batch and over the run,
+// and the per-GPU time breakdown.
 #include <cstdint>
 #include <vector>
 
@@ -12,12 +13,60 @@
 
 namespace moesim {
 
+// --- per-GPU time breakdown (HarMoEny Fig. 4a and Fig. 9) -----------------------------------
+
+/// Time one GPU spent in each class. Overlapping activities are counted once, by precedence
+/// compute > copy > communication > scheduling (the classes of sim/chrome_trace.hpp's
+/// gpu_uses: kCompute; kCopy; kSend and kReceive; kSchedule), and waiting is the rest, so the
+/// five parts sum to the window's length.
+struct GpuTime {
+  Tick compute = 0;        ///< union of the compute stream's tasks
+  Tick copy = 0;           ///< copy-engine transfers of this GPU, outside compute
+  Tick communication = 0;  ///< network transfers it sends or receives, outside compute and copy
+  Tick scheduling = 0;     ///< delay tasks on this GPU (CPU-side), outside all of the above
+  Tick waiting = 0;        ///< none of the above
+
+  /// Computing or copying: what gpu_idle_fraction counts as busy.
+  Tick busy() const { return compute + copy; }
+  Tick total() const { return compute + copy + communication + scheduling + waiting; }
+  GpuTime& operator+=(const GpuTime& o);
+};
+
+/// Breakdown of every GPU over the window [start, end] of one executed plan (tasks outside the
+/// window are clipped to it).
+std::vector<GpuTime> gpu_time_breakdown(const TaskGraph& plan, const std::vector<TaskTiming>& timing,
+                                        int num_gpus, Tick start, Tick end);
+
+/// result.json's `gpu_time_breakdown`: {per_gpu_ms: [{compute, copy, communication, scheduling,
+/// waiting}], mean_fraction: {same keys, each a share of `makespan` averaged over GPUs}}.
+nlohmann::json gpu_time_json(const std::vector<GpuTime>& per_gpu, Tick makespan);
+
+// --- per batch and per run ----------------------------------------------------------------------
+
+/// One batch's observations: an element of result.json's `per_batch`. Layer-level values are
+/// means over the batch's MoE layers.
+struct BatchMetrics {
+  int batch = 0;              ///< index in execution order (the workload's batch number)
+  Tick start = 0;             ///< simulated time the batch began
+  Tick duration = 0;          ///< start to its last task's end (its TTFT in prefill)
+  std::int64_t tokens = 0;
+  std::int64_t tokens_dropped = 0;
+  double layer_latency_ms = 0.0;
+  double alltoall_ms = 0.0;
+  double skewness = 0.0;
+  double gpu_max_over_mean = 0.0;
+
+  double throughput_tokens_per_s() const;
+  nlohmann::json to_json() const;
+};
+
 /// Accumulates per-batch observations and summarises them.
 class MetricsCollector {
  public:
   explicit MetricsCollector(const Cluster& cluster);
 
-  /// Records one executed batch that started at `start`. `skewness` is per MoE layer.
+  /// Records one executed batch that started at `start`. `skewness` is per MoE layer. Batches
+  /// are numbered in the order they are added.
   void add_batch(const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
                  const std::vector<double>& skewness, std::int64_t tokens);
   void set_memory(std::vector<double> per_gpu_bytes) { memory_ = std::move(per_gpu_bytes); }
@@ -26,11 +75,11 @@ class MetricsCollector {
  private:
   const Cluster& cluster_;
   std::vector<double> layer_ms_;      ///< per (batch, MoE layer)
-  std::vector<double> ttft_ms_;       ///< per batch
   std::vector<double> alltoall_ms_;   ///< per (batch, MoE layer)
   std::vector<double> skewness_;      ///< per (batch, MoE layer)
   std::vector<double> gpu_imbalance_; ///< per (batch, MoE layer)
-  std::vector<Tick> busy_;            ///< per GPU: computing or copying
+  std::vector<BatchMetrics> batches_;
+  std::vector<GpuTime> gpu_time_;     ///< per GPU, summed over batches
   Tick total_time_ = 0;
   std::int64_t tokens_ = 0;
   std::int64_t dropped_ = 0;

@@ -13,9 +13,10 @@ void print_summary(std::ostream& os, const nlohmann::json& result) {
      << sc["hardware"]["name"].get<std::string>() << ", " << sc["workload"]["batches"] << " batch(es) of "
      << sc["workload"]["batch_size"] << " x " << sc["workload"]["seq_len"] << " tokens, routing "
      << sc["workload"]["routing"]["kind"].get<std::string>() << "\n\n";
-  const std::vector<std::string> head = {"label",    "predictor", "layer ms", "p99 ms", "TTFT ms",
-                                         "tok/s",    "idle %",    "a2a ms",   "skew",   "gpu max/mean",
-                                         "dropped"};
+  // "wait %" is the breakdown's waiting (HarMoEny Fig. 9): idle time not spent communicating or
+  // scheduling either.
+  const std::vector<std::string> head = {"label",  "predictor", "layer ms", "p99 ms", "TTFT ms",      "tok/s",
+                                         "idle %", "wait %",    "a2a ms",   "skew",   "gpu max/mean", "dropped"};
   std::vector<std::vector<std::string>> rows;
   auto fixed = [](double v, int prec) {
     std::ostringstream s;
@@ -29,6 +30,7 @@ void print_summary(std::ostream& os, const nlohmann::json& result) {
                     fixed(m["layer_latency_ms"]["p99"].get<double>(), 3), fixed(m["ttft_ms"]["mean"].get<double>(), 3),
                     fixed(m["throughput_tokens_per_s"].get<double>(), 0),
                     fixed(100.0 * m["gpu_idle_fraction"]["mean"].get<double>(), 1),
+                    fixed(100.0 * m["gpu_time_breakdown"]["mean_fraction"]["waiting"].get<double>(), 1),
                     fixed(m["alltoall_ms"].get<double>(), 3), fixed(m["load"]["skewness"].get<double>(), 2),
                     fixed(m["load"]["gpu_max_over_mean"].get<double>(), 2),
                     std::to_string(m["tokens_dropped"].get<long long>())});

@@ -65,6 +65,21 @@ std::vector<int> random_experts(int experts, int count, Rng& rng) {
   return ids;
 }
 
+/// HarMoEny Fig. 1: deeper layers are more skewed (Switch-128: 17.4% of tokens on three experts
+/// in the first MoE layer, 34.5% in the last). MoE layer l of L scales α by 1 − g + g·l/(L−1):
+/// α(1−g) in the first layer, α in the last, α everywhere when g = 0 or L = 1.
+double depth_factor(double gradient, int moe_layer, int moe_layers) {
+  if (gradient == 0.0 || moe_layers <= 1) return 1.0;
+  return 1.0 - gradient + gradient * static_cast<double>(moe_layer) / static_cast<double>(moe_layers - 1);
+}
+
+ParamSpec depth_gradient_param() {
+  return float_param("depth_gradient", "0.0",
+                     "deeper MoE layers more skewed: MoE layer l of L uses alpha·(1 − g + g·l/(L−1)) "
+                     "(0 = the same alpha in every layer)",
+                     0.0, 1.0);
+}
+
 // Stream ids for draws fixed once per run or per batch (distinct from (batch, layer) streams,
 // whose third id is 0).
 constexpr std::uint64_t kHotSetStream = 0x5E1EC7ULL;
@@ -126,7 +141,13 @@ std::unique_ptr<RoutingModel> make_skewed(const ParamSet& p, const RoutingContex
       for (int i = 0; i < h; ++i) hot.push_back(i);
     }
   }
-  return table(ctx, skewed_shares(ctx.experts, hot, p.get_float("alpha")));
+  // One row per MoE layer when the skew grows with depth; a single row (every layer) otherwise.
+  const double gradient = p.get_float("depth_gradient");
+  const int rows = gradient > 0.0 ? std::max(1, ctx.moe_layers) : 1;
+  Rows shares;
+  for (int l = 0; l < rows; ++l)
+    shares.push_back(skewed_shares(ctx.experts, hot, p.get_float("alpha") * depth_factor(gradient, l, rows)));
+  return std::make_unique<TableRoutingModel>(ctx, std::move(shares));
 }
 
 [[maybe_unused]] const bool kSkewed = routing_models().add(
@@ -136,7 +157,8 @@ std::unique_ptr<RoutingModel> make_skewed(const ParamSet& p, const RoutingContex
          int_param("hot_experts", "1", "number of hot experts", 1),
          ParamSpec{"hot", ParamType::kString, "first", "", "which experts are hot: the first ones, or a set fixed by the seed",
                    {}, {}, {"first", "random"}},
-         ParamSpec{"hot_list", ParamType::kIntList, "[]", "", "explicit hot expert ids (overrides 'hot')", 0.0, {}, {}}},
+         ParamSpec{"hot_list", ParamType::kIntList, "[]", "", "explicit hot expert ids (overrides 'hot')", 0.0, {}, {}},
+         depth_gradient_param()},
         make_skewed});
 
 // --- moeshard (MoEShard §4) --------------------------------------------------------------------
@@ -216,21 +238,23 @@ std::unique_ptr<RoutingModel> make_skewness(const ParamSet& p, const RoutingCont
 
 /// HarMoEny §V-B, Fig. 8: every batch has its own randomly chosen skew between 0% and 95%. Each
 /// batch draws α ~ U[alpha_min, alpha_max] and a random hot set, then routes as `skewed`. The
-/// draw comes from a stream keyed by the batch only, so all layers of a batch share it.
+/// draw comes from a stream keyed by the batch only, so all layers of a batch share it (with
+/// `depth_gradient`, layer l uses α scaled by depth_factor, the same hot set).
 class FluctuatingRouting : public RoutingModel {
  public:
-  FluctuatingRouting(RoutingContext ctx, double lo, double hi, int hot)
-      : RoutingModel(std::move(ctx)), lo_(lo), hi_(hi), hot_(hot) {}
+  FluctuatingRouting(RoutingContext ctx, double lo, double hi, int hot, double gradient)
+      : RoutingModel(std::move(ctx)), lo_(lo), hi_(hi), hot_(hot), gradient_(gradient) {}
 
-  std::vector<double> distribution(int batch, int /*moe_layer*/, Rng& /*rng*/) const override {
+  std::vector<double> distribution(int batch, int moe_layer, Rng& /*rng*/) const override {
     Rng rng = Rng::derive(ctx_.seed, static_cast<std::uint64_t>(batch), kFluctuateStream);
-    const double alpha = rng.uniform(lo_, hi_);
+    const double alpha = rng.uniform(lo_, hi_) * depth_factor(gradient_, moe_layer, ctx_.moe_layers);
     return skewed_shares(ctx_.experts, random_experts(ctx_.experts, hot_, rng), alpha);
   }
 
  private:
   double lo_, hi_;
   int hot_;
+  double gradient_;
 };
 
 std::unique_ptr<RoutingModel> make_fluctuating(const ParamSet& p, const RoutingContext& ctx, const SourceLocation& where) {
@@ -240,14 +264,15 @@ std::unique_ptr<RoutingModel> make_fluctuating(const ParamSet& p, const RoutingC
   if (h > ctx.experts)
     throw InputError(at(p, "hot_experts", where), "'hot_experts' (" + std::to_string(h) +
                                                       ") exceeds the number of experts (" + std::to_string(ctx.experts) + ")");
-  return std::make_unique<FluctuatingRouting>(ctx, lo, hi, static_cast<int>(h));
+  return std::make_unique<FluctuatingRouting>(ctx, lo, hi, static_cast<int>(h), p.get_float("depth_gradient"));
 }
 
 [[maybe_unused]] const bool kFluctuating = routing_models().add(
     "fluctuating", "HarMoEny Fig. 8: each batch draws its own skew alpha and random hot experts",
     RoutingModelInfo{{float_param("alpha_min", "0.0", "lowest per-batch skew", 0.0, 1.0),
                       float_param("alpha_max", "0.95", "highest per-batch skew", 0.0, 1.0),
-                      int_param("hot_experts", "1", "number of hot experts per batch", 1)},
+                      int_param("hot_experts", "1", "number of hot experts per batch", 1),
+                      depth_gradient_param()},
                      make_fluctuating});
 
 }  // namespace

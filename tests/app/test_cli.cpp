@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli.hpp"
+#include "sim/chrome_trace.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace moesim {
@@ -58,13 +59,14 @@ TEST_F(Cli, RunWritesResultResolvedScenarioAndTraces) {
   ASSERT_EQ(result["runs"].size(), 2u);
   EXPECT_EQ(result["scenario"]["model"]["layers"], 4);
   EXPECT_TRUE(fs::exists(dir / "a" / "scenario.resolved.yaml"));
-  // One process per GPU, with compute and network lanes populated.
+  // One process per GPU, with compute and network lanes populated (every lane, with copies and
+  // delays: test_gpu_activity.cpp).
   const auto trace = nlohmann::json::parse(slurp(dir / "a" / "trace-rr.json"));
   int processes = 0, compute = 0, network = 0;
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
-    if (e["ph"] == "X" && e["tid"] == 0) ++compute;
-    if (e["ph"] == "X" && e["tid"] == 2) ++network;
+    if (e["ph"] == "X" && e["tid"] == ChromeTrace::thread_id(GpuActivity::kCompute, 0)) ++compute;
+    if (e["ph"] == "X" && e["tid"] == ChromeTrace::thread_id(GpuActivity::kSend, 0)) ++network;
   }
   EXPECT_EQ(processes, 4);
   EXPECT_GT(compute, 0);

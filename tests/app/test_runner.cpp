@@ -1,8 +1,11 @@
 // End-to-end runs: determinism, seeds, metric sanity, and the quickstart golden file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
@@ -70,6 +73,88 @@ TEST(Runner, MoreSkewNeverMakesStaticEpFaster) {
     const double ms = r["runs"][0]["metrics"]["layer_latency_ms"]["mean"].get<double>();
     EXPECT_GE(ms, prev * 0.999) << "alpha " << alpha;
     prev = ms;
+  }
+}
+
+// Per-batch records (HarMoEny Fig. 8: throughput per batch under skew that changes per batch) and
+// the run's statistics over them.
+TEST(Runner, PerBatchMetricsAgreeWithTheSummary) {
+  const auto r = run_scenario(load_scenario_text(R"(name: fluct
+seed: 9
+model: {preset: switch-base-64, layers: 4}
+hardware: dgx1-v100
+workload: {batch_size: 16, seq_len: 64, batches: 6, routing: {kind: fluctuating, hot_experts: 4}}
+policy: static-ep
+)", "fluct.yaml"));
+  const auto& m = r["runs"][0]["metrics"];
+  const auto& per_batch = m["per_batch"];
+  ASSERT_EQ(per_batch.size(), 6u);
+  std::vector<double> thr, layer, skew, imbalance, a2a;
+  double ttft = 0.0, next_start = 0.0;
+  for (std::size_t i = 0; i < per_batch.size(); ++i) {
+    const auto& b = per_batch[i];
+    EXPECT_EQ(b["batch"], static_cast<int>(i));
+    EXPECT_EQ(b["tokens"], 16 * 64);
+    EXPECT_NEAR(b["start_ms"].get<double>(), next_start, 1e-9);  // batches run back to back
+    next_start += b["ttft_ms"].get<double>();
+    ttft += b["ttft_ms"].get<double>();
+    EXPECT_NEAR(b["throughput_tokens_per_s"].get<double>(), 16 * 64 / (b["ttft_ms"].get<double>() / 1000.0), 1e-6);
+    thr.push_back(b["throughput_tokens_per_s"].get<double>());
+    layer.push_back(b["layer_latency_ms"].get<double>());
+    skew.push_back(b["skewness"].get<double>());
+    imbalance.push_back(b["gpu_max_over_mean"].get<double>());
+    a2a.push_back(b["alltoall_ms"].get<double>());
+    EXPECT_EQ(b["tokens_dropped"], 0);
+  }
+  auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+  // Every batch has the same number of MoE layers, so the mean of batch means is the overall mean.
+  EXPECT_NEAR(ttft / 6, m["ttft_ms"]["mean"].get<double>(), 1e-9);
+  EXPECT_NEAR(mean(layer), m["layer_latency_ms"]["mean"].get<double>(), 1e-9);
+  EXPECT_NEAR(mean(skew), m["load"]["skewness"].get<double>(), 1e-9);
+  EXPECT_NEAR(mean(imbalance), m["load"]["gpu_max_over_mean"].get<double>(), 1e-9);
+  EXPECT_NEAR(mean(a2a), m["alltoall_ms"].get<double>(), 1e-9);
+  // Population variance in tokens²/s² (HarMoEny §V-B), and the per-batch summary.
+  double var = 0.0, drop = 0.0;
+  for (double x : thr) var += (x - mean(thr)) * (x - mean(thr)) / thr.size();
+  for (std::size_t i = 1; i < thr.size(); ++i) drop = std::max(drop, 1.0 - thr[i] / thr[i - 1]);
+  EXPECT_NEAR(m["throughput_tokens_per_s_variance"].get<double>(), var, 1e-9 * var);
+  const auto& stats = m["throughput_tokens_per_s_per_batch"];
+  EXPECT_NEAR(stats["mean"].get<double>(), mean(thr), 1e-9 * mean(thr));
+  EXPECT_EQ(stats["min"].get<double>(), *std::min_element(thr.begin(), thr.end()));
+  EXPECT_EQ(stats["max"].get<double>(), *std::max_element(thr.begin(), thr.end()));
+  EXPECT_NEAR(stats["max_drop_fraction"].get<double>(), drop, 1e-12);
+  // Skew drawn per batch makes static EP's throughput vary.
+  EXPECT_GT(*std::max_element(skew.begin(), skew.end()) - *std::min_element(skew.begin(), skew.end()), 2.0);
+  EXPECT_GT(std::sqrt(var), 0.05 * mean(thr));
+  EXPECT_GT(drop, 0.0);
+}
+
+// HarMoEny Fig. 4a: under static EP with the hot experts on GPU 0, the other GPUs wait for it.
+TEST(Runner, GpuTimeBreakdownSumsToMakespanAndMatchesIdleFraction) {
+  const auto r = run_scenario(load_scenario_text(kScenario, "e2e.yaml"));
+  for (const auto& run : r["runs"]) {
+    const auto& m = run["metrics"];
+    const double makespan = m["makespan_ms"].get<double>();
+    const auto& per_gpu = m["gpu_time_breakdown"]["per_gpu_ms"];
+    ASSERT_EQ(per_gpu.size(), 8u);
+    for (std::size_t g = 0; g < per_gpu.size(); ++g) {
+      const auto& t = per_gpu[g];
+      const double sum = t["compute"].get<double>() + t["copy"].get<double>() + t["communication"].get<double>() +
+                         t["scheduling"].get<double>() + t["waiting"].get<double>();
+      EXPECT_NEAR(sum, makespan, 1e-9 * makespan);
+      for (const auto& [k, v] : t.items()) EXPECT_GE(v.get<double>(), 0.0) << k;
+      // gpu_idle_fraction keeps its meaning: neither computing nor copying.
+      EXPECT_NEAR(m["gpu_idle_fraction"]["per_gpu"][g].get<double>(),
+                  1.0 - (t["compute"].get<double>() + t["copy"].get<double>()) / makespan, 1e-12);
+    }
+    double fractions = 0.0;
+    for (const auto& [k, v] : m["gpu_time_breakdown"]["mean_fraction"].items()) fractions += v.get<double>();
+    EXPECT_NEAR(fractions, 1.0, 1e-12);
+  }
+  const auto& contiguous = r["runs"][0]["metrics"]["gpu_time_breakdown"]["per_gpu_ms"];
+  for (std::size_t g = 1; g < contiguous.size(); ++g) {
+    EXPECT_GT(contiguous[g]["waiting"].get<double>(), 5 * contiguous[0]["waiting"].get<double>()) << g;
+    EXPECT_LT(contiguous[g]["compute"].get<double>(), contiguous[0]["compute"].get<double>()) << g;
   }
 }
 

@@ -172,6 +172,69 @@ TEST(RoutingModels, FluctuatingPerBatchSameAcrossLayers) {
   EXPECT_THROW(make("fluctuating", "{alpha_min: 0.8, alpha_max: 0.2}", context(8, 1)), InputError);
 }
 
+// HarMoEny Fig. 1: deeper layers more skewed. MoE layer l of L uses alpha·(1 − g + g·l/(L−1)).
+TEST(RoutingModels, SkewedDepthGradientRaisesSkewWithDepth) {
+  const auto m = make("skewed", "{alpha: 0.8, depth_gradient: 0.5}", context(16, 1));  // L = 4
+  Rng rng(1);
+  for (int l = 0; l < 4; ++l) {
+    const double alpha = 0.8 * (0.5 + 0.5 * l / 3.0);
+    const auto p = m->distribution(0, l, rng);
+    EXPECT_NEAR(p[0], alpha, 1e-12) << l;
+    EXPECT_NEAR(p[1], (1 - alpha) / 15, 1e-12) << l;
+  }
+  double prev = 0.0;
+  for (int l = 0; l < 4; ++l) {
+    Rng r = Rng::derive(1, 0, static_cast<std::uint64_t>(l));
+    const double skew = m->route(0, l, 20000, r).skewness();
+    EXPECT_GT(skew, prev + 1.0) << l;  // alpha grows by 0.133 per layer: +2.1 in skewness
+    prev = skew;
+  }
+  // g = 1: the first layer has alpha 0, i.e. uniform; one MoE layer keeps alpha.
+  const auto full = make("skewed", "{alpha: 0.8, depth_gradient: 1}", context(16, 1));
+  for (double v : full->distribution(0, 0, rng)) EXPECT_DOUBLE_EQ(v, 1.0 / 16);
+  RoutingContext one = context(16, 1);
+  one.moe_layers = 1;
+  EXPECT_NEAR(make("skewed", "{alpha: 0.8, depth_gradient: 1}", one)->distribution(0, 0, rng)[0], 0.8, 1e-12);
+}
+
+TEST(RoutingModels, ZeroDepthGradientChangesNothing) {
+  for (const std::string kind : {"skewed", "fluctuating"}) {
+    const std::string opts = kind == "skewed" ? "alpha: 0.7, hot_experts: 3" : "alpha_min: 0.2";
+    const auto plain = make(kind, "{" + opts + "}", context(32, 2, 4));
+    const auto zero = make(kind, "{" + opts + ", depth_gradient: 0}", context(32, 2, 4));
+    for (int b = 0; b < 3; ++b)
+      for (int l = 0; l < 4; ++l) {
+        Rng a = Rng::derive(4, b, l), c = Rng::derive(4, b, l);
+        EXPECT_EQ(plain->route(b, l, 3000, a).experts, zero->route(b, l, 3000, c).experts) << kind << b << l;
+      }
+  }
+}
+
+TEST(RoutingModels, FluctuatingWithDepthGradient) {
+  // Per batch: one alpha and one hot set, scaled per layer; the last layer keeps the batch's alpha.
+  const auto plain = make("fluctuating", "{alpha_min: 0.5, alpha_max: 0.9}", context(32, 1, 8));
+  const auto deep = make("fluctuating", "{alpha_min: 0.5, alpha_max: 0.9, depth_gradient: 0.6}", context(32, 1, 8));
+  for (int b = 0; b < 10; ++b) {
+    Rng rng(1);
+    const auto last = plain->distribution(b, 0, rng);
+    EXPECT_EQ(deep->distribution(b, 3, rng), last) << b;
+    const auto hot = std::max_element(last.begin(), last.end()) - last.begin();
+    for (int l = 0; l < 4; ++l) {
+      const auto p = deep->distribution(b, l, rng);
+      EXPECT_EQ(std::max_element(p.begin(), p.end()) - p.begin(), hot) << b << " " << l;  // same hot set
+      EXPECT_NEAR(p[hot], last[hot] * (0.4 + 0.6 * l / 3.0), 1e-12) << b << " " << l;
+    }
+  }
+}
+
+TEST(RoutingModels, DepthGradientOutsideUnitIntervalIsAnError) {
+  for (const std::string kind : {"skewed", "fluctuating"}) {
+    Diagnostics d;
+    read_params(YAML::Load("{depth_gradient: 1.5}"), routing_models().get(kind).value.params, SourceMap("t.yaml"), d);
+    EXPECT_FALSE(d.empty()) << kind;
+  }
+}
+
 TEST(RoutingModels, SameSeedSameRoutingDifferentSeedDifferent) {
   for (const std::string kind : {"uniform", "skewed", "zipf", "fluctuating"}) {
     const auto m = make(kind, "", context(64, 4, 5));
