@@ -17,8 +17,13 @@
 // forecast replaces these counts.
 //
 // Rebalancing: each MoE layer has its own placement, computed from that layer's routing in the
-// first batch it sees and then kept (static). With `rebalance_every: n > 0` it is recomputed from
-// the current batch's routing every n batches. Weight movement at a rebalance is not timed.
+// first batch it sees and then kept (static); that first placement is the model's initial load
+// and is not timed. With `rebalance_every: n > 0` it is recomputed from the current batch's
+// routing every n batches, and the re-placement moves weights: every replica placed on a GPU that
+// did not hold its expert before is a peer copy from a GPU that did (preferring one that keeps
+// it, then the least busy sender). The copies may start at the layer start (the placement is
+// decided ahead of the layer, from the load signal) and that GPU's experts wait for them, so a
+// re-placement costs what the interconnect makes it cost.
 //
 // Dispatch: each expert's selections are split evenly over its replicas (quotas differ by at most
 // one, extra selections to the earlier replicas). For locality, a selection first goes to a
@@ -33,6 +38,7 @@
 #include "models/model_spec.hpp"
 #include "policies/eplb.hpp"
 #include "policies/expert_parallel.hpp"
+#include "policies/moegps_dup.hpp"
 
 namespace moesim {
 namespace {
@@ -164,10 +170,16 @@ class Eplb final : public ExpertParallelPolicy {
     const auto& home = *in.token_home;
     const int E = ctx.model.experts;
     const std::vector<std::int64_t> counts = r.expert_counts();
+    Dispatch d(ctx.cluster.num_gpus(), E);
     auto it = layers_.find(in.moe_index);
-    if (it == layers_.end() || (rebalance_every_ > 0 && in.batch >= it->second.batch + rebalance_every_)) {
-      LayerPlacement lp{in.batch, place(ctx, counts)};
-      it = layers_.insert_or_assign(in.moe_index, std::move(lp)).first;
+    if (it == layers_.end()) {
+      it = layers_.emplace(in.moe_index, LayerPlacement{in.batch, place(ctx, counts)}).first;
+    } else if (rebalance_every_ > 0 && in.batch >= it->second.batch + rebalance_every_) {
+      LayerPlacement next{in.batch, place(ctx, counts)};
+      const auto& before = it->second.replicas;
+      d.copies = weight_copies(new_hosts(before, next.replicas), before, next.replicas);
+      d.copies_start = CopyStart::kLayerStart;
+      it->second = std::move(next);
     }
     const auto& reps = it->second.replicas;
 
@@ -177,7 +189,6 @@ class Eplb final : public ExpertParallelPolicy {
       const auto n = static_cast<std::int64_t>(reps[e].size());
       for (std::int64_t i = 0; i < n; ++i) quota[e].push_back(counts[e] / n + (i < counts[e] % n ? 1 : 0));
     }
-    Dispatch d(ctx.cluster.num_gpus(), E);
     auto assign = [&](std::int64_t t, int e, std::size_t rep) {
       --quota[e][rep];
       ++d.send[home[t]][reps[e][rep]];
@@ -243,7 +254,8 @@ const bool registered = policies().add(
                    {}, {}, {"global", "hierarchical"}},
          ParamSpec{"rebalance_every", ParamType::kInt, "0", "batches",
                    "0 = placement from each MoE layer's routing in the first batch, then kept; "
-                   "n > 0 = recomputed from the current routing every n batches",
+                   "n > 0 = recomputed from the current routing every n batches, with the weights of "
+                   "newly placed replicas copied from a GPU that held them (timed)",
                    0.0, {}, {}}},
         [](const ParamSet& p) { return std::make_unique<Eplb>(p); }});
 

@@ -1,2 +1,229 @@
-// Placeholder: filled in by the moegps_dup work of issue 3.
-namespace moesim {}
+// moegps-dup: per-layer expert duplication by MoE-GPS Algorithm 1 (§3.1), with the batch's true
+// routing as the prediction (an oracle). Starting from the static layout, the heaviest expert on
+// the most loaded GPU is copied to the least loaded one and half the gap of tokens follows it,
+// until loads differ by at most one token or no move is possible, within C_max copies per expert
+// and each GPU's memory headroom.
+//
+// The copies are timed, not assumed free: each new (e, g) is a peer copy from e's owner that may
+// start at the layer start, because MoE-GPS runs the predictor before attention and argues the
+// copy hides behind it (§3.1, §5 "Expert duplication's communication overhead"). Whether it does
+// is the engine's answer for the given model and interconnect.
+//
+// Memory: the copies of one layer live in buffers reused from layer to layer, so the headroom
+// M_g left by the static layout bounds one layer's copies, and the largest buffer any layer
+// needed is reported with the static experts.
+#include "policies/moegps_dup.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+#include "models/model_spec.hpp"
+#include "policies/memory.hpp"
+
+namespace moesim {
+
+Duplication duplicate_experts(const std::vector<std::int32_t>& item_expert,
+                              const std::vector<std::vector<int>>& placement, std::vector<double> memory_bytes,
+                              double expert_bytes, int max_copies) {
+  const int G = static_cast<int>(memory_bytes.size());
+  const int E = static_cast<int>(placement.size());
+  Duplication out;
+  out.gpus_of_expert = placement;
+  std::vector<std::vector<char>> hosts(E, std::vector<char>(G, 0));
+  std::vector<int> copies(E, 0);
+  for (int e = 0; e < E; ++e) {
+    if (placement[e].empty()) throw std::invalid_argument("duplicate_experts: expert " + std::to_string(e) + " has no host");
+    for (const int g : placement[e]) {
+      if (g < 0 || g >= G) throw std::invalid_argument("duplicate_experts: GPU " + std::to_string(g) + " out of range");
+      if (!hosts[e][g]) ++copies[e];
+      hosts[e][g] = 1;
+    }
+  }
+
+  // Line 1: d(t) = the lowest GPU hosting f(t). items[g][e]: the items of e on g, in item order,
+  // so that "the first Δ tokens" of line 9 are well defined.
+  std::vector<std::vector<std::vector<std::int64_t>>> items(G, std::vector<std::vector<std::int64_t>>(E));
+  out.gpu_of_item.resize(item_expert.size());
+  out.gpu_load.assign(G, 0);
+  for (std::size_t i = 0; i < item_expert.size(); ++i) {
+    const int e = item_expert[i];
+    const int g = *std::min_element(placement[e].begin(), placement[e].end());
+    out.gpu_of_item[i] = g;
+    items[g][e].push_back(static_cast<std::int64_t>(i));
+    ++out.gpu_load[g];  // line 2
+  }
+
+  // Lines 3-10. Every pass moves k tokens, 1 <= k <= Δ = ceil(D/2) < D (D = L_h - L_c > 1),
+  // from the most to the least loaded GPU, so Σ L_g² falls by 2k(D - k) > 0: the loop ends.
+  std::vector<std::pair<int, int>> added;
+  std::vector<std::int64_t>& L = out.gpu_load;
+  while (G > 1) {
+    // Line 4: std::max/min_element return the first extremum, i.e. the lowest index on ties.
+    const int gh = static_cast<int>(std::max_element(L.begin(), L.end()) - L.begin());
+    const int gc = static_cast<int>(std::min_element(L.begin(), L.end()) - L.begin());
+    if (L[gh] - L[gc] <= 1) break;
+    const std::int64_t delta = (L[gh] - L[gc] + 1) / 2;  // line 5
+
+    // Line 6: the heaviest expert on g_h (lowest index on ties). Open point (2): when it cannot
+    // reach g_c (line 7 refuses a copy), the next-heaviest is tried instead of stalling.
+    std::vector<int> order;
+    for (int e = 0; e < E; ++e)
+      if (!items[gh][e].empty()) order.push_back(e);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return items[gh][a].size() > items[gh][b].size(); });
+    int chosen = -1;
+    for (const int e : order) {
+      if (hosts[e][gc]) {
+        chosen = e;
+        break;
+      }
+      if (copies[e] < max_copies && expert_bytes <= memory_bytes[gc]) {  // lines 7-8
+        hosts[e][gc] = 1;
+        ++copies[e];
+        memory_bytes[gc] -= expert_bytes;
+        out.gpus_of_expert[e].push_back(gc);
+        added.emplace_back(e, gc);
+        chosen = e;
+        break;
+      }
+      // Open point (1): line 9 would still move e's tokens to g_c, which lacks the weights; a
+      // token only ever moves to a GPU holding its expert, so this expert stays put.
+    }
+    if (chosen < 0) break;  // no expert on g_h can move to g_c: stop, possibly unbalanced
+
+    // Lines 9-10: the first Δ of e*'s tokens on g_h (capped by how many there are) go to g_c.
+    auto& from = items[gh][chosen];
+    auto& to = items[gc][chosen];
+    const auto n = std::min<std::int64_t>(delta, static_cast<std::int64_t>(from.size()));
+    std::vector<std::int64_t> merged;
+    merged.reserve(to.size() + static_cast<std::size_t>(n));
+    std::merge(from.begin(), from.begin() + n, to.begin(), to.end(), std::back_inserter(merged));
+    for (auto it = from.begin(); it != from.begin() + n; ++it) out.gpu_of_item[static_cast<std::size_t>(*it)] = gc;
+    from.erase(from.begin(), from.begin() + n);
+    to = std::move(merged);
+    L[gh] -= n;
+    L[gc] += n;
+  }
+  out.copies = weight_copies(added, placement, out.gpus_of_expert);
+  return out;
+}
+
+std::vector<std::pair<int, int>> new_hosts(const std::vector<std::vector<int>>& before,
+                                           const std::vector<std::vector<int>>& after) {
+  std::vector<std::pair<int, int>> added;
+  for (std::size_t e = 0; e < after.size(); ++e) {
+    std::vector<int> gpus = after[e];
+    std::sort(gpus.begin(), gpus.end());
+    gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+    for (const int g : gpus)
+      if (std::find(before[e].begin(), before[e].end(), g) == before[e].end())
+        added.emplace_back(static_cast<int>(e), g);
+  }
+  return added;
+}
+
+std::vector<WeightCopy> weight_copies(const std::vector<std::pair<int, int>>& added,
+                                      const std::vector<std::vector<int>>& before,
+                                      const std::vector<std::vector<int>>& after) {
+  int gpus = 0;
+  for (const auto& hosts : before)
+    for (const int g : hosts) gpus = std::max(gpus, g + 1);
+  std::vector<int> sent(static_cast<std::size_t>(gpus), 0);
+  std::vector<WeightCopy> copies;
+  for (const auto& [e, dst] : added) {
+    int best = -1;
+    bool best_keeps = false;
+    for (const int s : before[e]) {
+      if (s == dst) continue;
+      const bool keeps = std::find(after[e].begin(), after[e].end(), s) != after[e].end();
+      if (best < 0 || (keeps && !best_keeps) ||
+          (keeps == best_keeps && (sent[s] < sent[best] || (sent[s] == sent[best] && s < best)))) {
+        best = s;
+        best_keeps = keeps;
+      }
+    }
+    if (best < 0) throw std::logic_error("weight_copies: expert " + std::to_string(e) + " had no host to copy from");
+    ++sent[best];
+    copies.push_back(WeightCopy{e, best, dst});
+  }
+  return copies;
+}
+
+void StaticLayoutWithCopies::setup(const PolicyContext& ctx) {
+  const int G = ctx.cluster.num_gpus();
+  owner_ = static_owner(placement_name_, ctx.model.experts, G);
+  placement_ = ExpertPlacement::from_owner(owner_, G);
+  max_buffers_.assign(static_cast<std::size_t>(G), 0);
+  headroom_ = memory_headroom(*this, ctx);  // with no copy buffers yet
+}
+
+std::vector<double> StaticLayoutWithCopies::expert_memory_bytes(const PolicyContext& ctx) const {
+  const double eb = ctx.model.expert_bytes();
+  std::vector<double> bytes(static_cast<std::size_t>(ctx.cluster.num_gpus()), 0.0);
+  for (std::size_t g = 0; g < bytes.size() && g < placement_.experts_on_gpu.size(); ++g) {
+    bytes[g] = static_cast<double>(placement_.experts_on_gpu[g].size()) * eb * ctx.model.num_moe_layers();
+    if (g < max_buffers_.size()) bytes[g] += max_buffers_[g] * eb;
+  }
+  return bytes;
+}
+
+void StaticLayoutWithCopies::note_copies(const std::vector<WeightCopy>& copies) {
+  std::vector<int> per_gpu(max_buffers_.size(), 0);
+  for (const WeightCopy& c : copies) ++per_gpu[static_cast<std::size_t>(c.dst_gpu)];
+  for (std::size_t g = 0; g < per_gpu.size(); ++g) max_buffers_[g] = std::max(max_buffers_[g], per_gpu[g]);
+}
+
+namespace {
+
+class MoeGpsDup final : public StaticLayoutWithCopies {
+ public:
+  explicit MoeGpsDup(const ParamSet& p)
+      : StaticLayoutWithCopies(p.get_string("placement")), max_copies_(p.get_int("max_copies")) {}
+
+  void setup(const PolicyContext& ctx) override {
+    if (max_copies_ == 0)
+      throw InputError(SourceLocation{}, "moegps-dup: max_copies must be at least 1 (or -1 for the number of GPUs)");
+    StaticLayoutWithCopies::setup(ctx);
+  }
+
+ protected:
+  Dispatch dispatch(const PolicyContext& ctx, const MoeLayerInput& in) override {
+    const LayerRouting& r = *in.routing;
+    const auto& home = *in.token_home;
+    const int G = ctx.cluster.num_gpus();
+    const int c_max = max_copies_ < 0 ? G : static_cast<int>(std::min<std::int64_t>(max_copies_, G));
+    // Oracle prediction: Algorithm 1 sees this batch's true token→expert map.
+    const Duplication dup =
+        duplicate_experts(r.experts, placement().gpus_of_expert, headroom(), ctx.model.expert_bytes(), c_max);
+    Dispatch d(G, ctx.model.experts);
+    for (std::int64_t t = 0; t < r.num_tokens; ++t)
+      for (int s = 0; s < r.top_k; ++s) {
+        const auto i = static_cast<std::size_t>(t * r.top_k + s);
+        const int g = dup.gpu_of_item[i];
+        ++d.send[home[t]][g];
+        ++d.load[g][r.experts[i]];
+      }
+    d.copies = dup.copies;
+    d.copies_start = CopyStart::kLayerStart;  // decided before attention (§3.1)
+    note_copies(d.copies);
+    return d;
+  }
+
+ private:
+  std::int64_t max_copies_;
+};
+
+const bool registered = policies().add(
+    "moegps-dup",
+    "MoE-GPS Alg. 1: per-layer expert duplication from the (oracle) routing, within max_copies and memory headroom",
+    PolicyInfo{{placement_param(),
+                ParamSpec{"max_copies", ParamType::kInt, "-1", "copies",
+                          "C_max: most GPUs holding one expert in a layer, its owner included; -1 = the number "
+                          "of GPUs",
+                          -1.0, {}, {}}},
+               [](const ParamSet& p) { return std::make_unique<MoeGpsDup>(p); }});
+
+}  // namespace
+}  // namespace moesim

@@ -1,16 +1,23 @@
 // eplb (DeepSeek EPLB, public): replica counts, slot counts per GPU, token conservation, the
 // balance it buys over static-ep under skew, static-versus-periodic placement, and the
-// (E + R) % G input check.
+// (E + R) % G input check, and the weight copies a re-placement costs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "app/runner.hpp"
+#include "app/scenario.hpp"
 #include "models/model_spec.hpp"
 #include "policies/batch_planner.hpp"
 #include "policies/eplb.hpp"
 #include "policies/expert_parallel.hpp"
+#include "policies/moegps_dup.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {
@@ -154,6 +161,72 @@ TEST_F(EplbPlan, StaticUnlessRebalanced) {
     EXPECT_LT(max_over_mean(p.moe[l].gpu_tokens), 1.15);
     EXPECT_EQ(std::accumulate(k.moe[l].gpu_tokens.begin(), k.moe[l].gpu_tokens.end(), std::int64_t{0}), 128);
   }
+}
+
+// The (src, dst) of every peer weight copy in layer `layer` of a plan.
+std::multiset<std::pair<int, int>> copies_in(const BatchPlan& bp, int layer, double expert_bytes) {
+  std::multiset<std::pair<int, int>> out;
+  for (const Task& t : bp.graph.tasks()) {
+    if (t.kind != TaskKind::kTransfer || t.phase != Phase::kFetch) continue;
+    EXPECT_DOUBLE_EQ(t.bytes, expert_bytes);
+    EXPECT_EQ(t.engine, CopyEngine::kPeer);
+    if (t.layer == layer) out.emplace(t.src, t.dst);
+  }
+  return out;
+}
+
+TEST_F(EplbPlan, RePlacementCopiesNewReplicasFromFormerHolders) {
+  const std::vector<std::int64_t> a{64, 10, 9, 9, 9, 9, 9, 9}, b{9, 9, 9, 9, 9, 9, 10, 64};
+  auto periodic = make_eplb(4, "global", 1);
+  auto kept = make_eplb(4, "global", 0);
+  periodic->setup(ctx);
+  kept->setup(ctx);
+  const int layer = model.first_dense_layers + model.moe_offset;  // first MoE layer
+  // The first placement is the model's initial load: not timed.
+  EXPECT_TRUE(copies_in(plan_batch(*periodic, ctx, 0, same_every_layer(a)), layer, model.expert_bytes()).empty());
+  plan_batch(*kept, ctx, 0, same_every_layer(a));
+  // Re-placing for b: one copy per replica on a GPU that lacked its expert, from a former holder.
+  const auto before = eplb_place({a.begin(), a.end()}, 4, 4, 1, false);
+  const auto after = eplb_place({b.begin(), b.end()}, 4, 4, 1, false);
+  const auto added = new_hosts(before, after);
+  ASSERT_FALSE(added.empty());
+  std::multiset<std::pair<int, int>> want;
+  for (const WeightCopy& c : weight_copies(added, before, after)) {
+    EXPECT_NE(std::find(before[c.expert].begin(), before[c.expert].end(), c.src_endpoint), before[c.expert].end());
+    EXPECT_EQ(std::find(before[c.expert].begin(), before[c.expert].end(), c.dst_gpu), before[c.expert].end());
+    want.emplace(c.src_endpoint, c.dst_gpu);
+  }
+  EXPECT_EQ(copies_in(plan_batch(*periodic, ctx, 1, same_every_layer(b)), layer, model.expert_bytes()), want);
+  EXPECT_TRUE(copies_in(plan_batch(*kept, ctx, 1, same_every_layer(b)), layer, model.expert_bytes()).empty());
+  // Re-placing for the same loads moves nothing.
+  EXPECT_TRUE(copies_in(plan_batch(*periodic, ctx, 2, same_every_layer(b)), layer, model.expert_bytes()).empty());
+}
+
+TEST(EplbScenario, RebalancingUnderFluctuatingRoutingMovesWeightsInLaterBatches) {
+  const char* text = R"(name: eplb-moves
+seed: 2
+model: {preset: switch-base-64, layers: 4}
+hardware: dgx1-v100
+workload: {batch_size: 16, seq_len: 64, batches: 4, routing: {kind: fluctuating, hot_experts: 4}}
+policy: [{name: eplb, label: kept}, {name: eplb, label: periodic, rebalance_every: 1}]
+output: {trace: true}
+)";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "eplb-moves";
+  std::filesystem::create_directories(dir);
+  run_scenario(load_scenario_text(text, "eplb.yaml"), dir.string());
+  auto fetch_bytes_per_batch = [&](const std::string& label) {
+    std::ifstream f(dir / ("trace-" + label + ".json"));
+    const nlohmann::json trace = nlohmann::json::parse(f);
+    const auto& events = trace.is_array() ? trace : trace["traceEvents"];
+    std::vector<double> bytes(4, 0.0);
+    for (const auto& e : events)
+      if (e.value("cat", "") == "fetch") bytes[e["args"]["batch"].get<int>()] += e["args"]["bytes"].get<double>();
+    return bytes;
+  };
+  EXPECT_EQ(fetch_bytes_per_batch("kept"), std::vector<double>(4, 0.0));
+  const auto moved = fetch_bytes_per_batch("periodic");
+  EXPECT_EQ(moved[0], 0.0);
+  for (int b = 1; b < 4; ++b) EXPECT_GT(moved[b], 0.0) << "batch " << b;
 }
 
 TEST_F(EplbPlan, IndivisibleSlotsAreAnInputError) {
