@@ -48,7 +48,10 @@ nlohmann::json gpu_time_json(const std::vector<GpuTime>& per_gpu, Tick makespan)
 struct BatchMetrics {
   int batch = 0;              ///< index in execution order (the workload's batch number)
   Tick start = 0;             ///< simulated time the batch began
-  Tick duration = 0;          ///< start to its last task's end (its TTFT in prefill)
+  Tick duration = 0;          ///< start to its last task's end (what the batch occupies the cluster)
+  Tick ttft = 0;              ///< start to the end of its last layer: every sequence's first token.
+                              ///< Shorter than `duration` only when work outside any layer trails
+                              ///< it (e.g. HarMoEny's restores of overwritten experts)
   std::int64_t tokens = 0;
   std::int64_t tokens_dropped = 0;
   double layer_latency_ms = 0.0;
