@@ -38,7 +38,7 @@
 #include "models/model_spec.hpp"
 #include "policies/eplb.hpp"
 #include "policies/expert_parallel.hpp"
-#include "policies/moegps_dup.hpp"
+#include "policies/expert_copies.hpp"
 
 namespace moesim {
 namespace {

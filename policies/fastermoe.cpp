@@ -20,7 +20,7 @@
 
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"
-#include "policies/moegps_dup.hpp"
+#include "policies/expert_copies.hpp"
 
 namespace moesim {
 namespace {

@@ -17,7 +17,7 @@
 #include "policies/batch_planner.hpp"
 #include "policies/eplb.hpp"
 #include "policies/expert_parallel.hpp"
-#include "policies/moegps_dup.hpp"
+#include "policies/expert_copies.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {
