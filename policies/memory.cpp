@@ -17,7 +17,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Polic
   const int G = c.num_gpus();
   const double b = dtype_bytes(m.dtype);
   const std::vector<double> experts = policy.expert_memory_bytes(ctx);
-  const double ffn_width = static_cast<double>(m.expert_ffn) * (m.activation == Activation::kSwiGlu ? 2.0 : 1.0);
+  const auto ffn_width = static_cast<double>(policy.expert_intermediate_width(ctx));
   const double qkv = static_cast<double>((m.attention.heads + 2 * m.attention.kv_heads) * m.attention.head_dim);
   MemoryEstimate e;
   for (int g = 0; g < G; ++g) {

@@ -7,6 +7,10 @@ Registry<PolicyInfo>& policies() {
   return registry;
 }
 
+std::int64_t Policy::expert_intermediate_width(const PolicyContext& ctx) const {
+  return ctx.model.expert_ffn * (ctx.model.activation == Activation::kSwiGlu ? 2 : 1);
+}
+
 ExpertPlacement ExpertPlacement::from_owner(const std::vector<int>& owner, int num_gpus) {
   ExpertPlacement p;
   p.gpus_of_expert.resize(owner.size());

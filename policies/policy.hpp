@@ -65,6 +65,10 @@ class Policy {
                                          const MoeLayerInput& in) = 0;
   /// Bytes of routed-expert weights and policy buffers each GPU holds.
   virtual std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const = 0;
+  /// Columns of the expert intermediate a GPU holds per selection it computes (the memory
+  /// estimate's activations): the full FFN width (doubled for SwiGLU's gate), unless the policy
+  /// shards experts.
+  virtual std::int64_t expert_intermediate_width(const PolicyContext& ctx) const;
 };
 
 /// Registry entry: a one-line description is the registry's; this holds options and factory.

@@ -70,6 +70,11 @@ void ShardedExpertsPolicy::setup(const PolicyContext& ctx) {
                                            ")");
 }
 
+std::int64_t ShardedExpertsPolicy::expert_intermediate_width(const PolicyContext& ctx) const {
+  const std::int64_t G = ctx.cluster.num_gpus();
+  return (ctx.model.expert_ffn + G - 1) / G * (ctx.model.activation == Activation::kSwiGlu ? 2 : 1);
+}
+
 std::vector<double> ShardedExpertsPolicy::expert_memory_bytes(const PolicyContext& ctx) const {
   const ModelSpec& m = ctx.model;
   const int G = ctx.cluster.num_gpus();

@@ -27,6 +27,8 @@ class ShardedExpertsPolicy : public Policy {
   MoeLayerOutput build_moe_layer(TaskGraph& plan, const PolicyContext& ctx, const MoeLayerInput& in) override;
   /// Each GPU: its slice of every expert of every MoE layer (1/G of all routed experts).
   std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override;
+  /// Each GPU holds its ceil(ffn / G) slice of every selection's intermediate.
+  std::int64_t expert_intermediate_width(const PolicyContext& ctx) const override;
 
  protected:
   /// Adds the collective that gives every GPU every token's hidden state, started once `start`

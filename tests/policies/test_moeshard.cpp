@@ -12,6 +12,7 @@
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "policies/batch_planner.hpp"
+#include "policies/memory.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {
@@ -90,6 +91,21 @@ TEST_F(MoeShardPlan, EachGpuHoldsOneGthOfEveryExpert) {
   policy->setup(ctx);
   const double all = model.expert_bytes() * model.experts * model.num_moe_layers();
   for (double b : policy->expert_memory_bytes(ctx)) EXPECT_DOUBLE_EQ(b, all / 4);
+}
+
+// Each GPU holds only its 1/G slice of a selection's intermediate, so for the same selections
+// the activation estimate is smaller than an unsharded layout's by exactly that slice.
+TEST_F(MoeShardPlan, ActivationsHoldOnlyTheIntermediateSlice) {
+  auto shard = make_moeshard(true);
+  auto whole = testing_support::make_policy("static-ep", YAML::Node(YAML::NodeType::Map));
+  shard->setup(ctx);
+  whole->setup(ctx);
+  EXPECT_EQ(shard->expert_intermediate_width(ctx), model.expert_ffn / 4);
+  const std::vector<std::int64_t> home{64, 64, 64, 64}, sel{100, 100, 100, 100};
+  const auto a = estimate_memory(model, cluster, *shard, ctx, home, sel).activations;
+  const auto b = estimate_memory(model, cluster, *whole, ctx, home, sel).activations;
+  const double slice_saving = 100.0 * static_cast<double>(model.expert_ffn) * 0.75 * dtype_bytes(model.dtype);
+  for (std::size_t g = 0; g < a.size(); ++g) EXPECT_DOUBLE_EQ(b[g] - a[g], slice_saving);
 }
 
 // MoEShard §1/§3: perfect balance whatever the routing. The static-ep contrast shows the
