@@ -1,2 +1,364 @@
-// Placeholder: filled in by the exflow work of issue 3.
-namespace moesim {}
+// exflow: ExFlow's profiled, affinity-aware static expert placement, as HarMoEny describes it.
+//
+// HarMoEny §V-A: ExFlow "optimizes expert placement based on inter-layer expert affinity" — tokens
+// follow predictable routes across consecutive MoE layers, so an expert of layer l and the
+// experts of layer l+1 it hands tokens to are best on one GPU. §V-C2: ExFlow formulates placement
+// as an integer program minimising the communication of routing tokens between GPUs, solved with
+// Gurobi on a profile of the workload (§III: 40 BookCorpus samples). §III: re-solving took
+// 8.5 min for Switch and 45 min for Qwen against 289 ms per MoE block, so the placement stays
+// stale while skew fluctuates from batch to batch (Fig. 4b, Fig. 8).
+//
+// Objective (ours; the paper's ILP is not reproduced). With L_l(g) the profiled selections GPU g
+// computes in MoE layer l and L̄_l their mean over GPUs,
+//   J = Σ_l [ max_g L_l(g) + (1/G) Σ_g max(0, L_l(g) − L̄_l) ]
+//     + (λ / G) · Σ_l [ w_home · X_home(l) + w_affinity · X_affinity(l, l+1) ]
+// where X_home(l) counts selections whose expert is not on the token's home GPU (in this
+// simulator's prefill a token returns home for attention, so that is the traffic a layer really
+// moves) and X_affinity counts inter-layer affinity pairs (ExflowProfile::affinity) whose experts
+// sit on different GPUs (ExFlow's objective, which pays off when routing has that structure).
+// The max GPU load stands for the barrier all-to-all's slowest GPU; the mean overload term makes
+// relieving any of several GPUs tied at the max an improvement. λ (`traffic_weight`) weighs one
+// selection moved per GPU against one selection on the busiest GPU. Every GPU holds exactly
+// exflow_slots(E, G)[g] experts per layer (E/G when G divides E), static-ep's memory.
+//
+// Algorithm (a heuristic, not an ILP): layers in order, heaviest expert first, each expert goes
+// to the GPU with the best locality gain (home traffic saved plus affinity to the previous layer's
+// placement) among those with a free slot whose load stays within the layer's mean; when none
+// has that headroom, to the least loaded GPU with a free slot. Then local search: pairwise swaps
+// of two experts of one layer on different GPUs, first improvement, until a whole pass improves
+// nothing. Deterministic: ties go to the lower load, then the lower index.
+//
+// Re-solving: the first solve uses `profile_batches` profiling batches (PolicyContext::
+// profile_routing) before serving, at no simulated cost. With `resolve_every: n > 0`, the first
+// MoE layer of every n-th batch applies a placement solved from the routing observed in the last
+// `profile_batches` batches; it pays `solve_ms` as a CPU delay on every GPU (Phase::kSchedule),
+// and every expert that moved is copied from its old GPU to its new one (peer copy; the transient
+// extra copy is not counted in memory). Dispatch is static-ep's: every selection to its expert's
+// GPU, dropless.
+#include "policies/exflow.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "models/model_spec.hpp"
+#include "policies/memory.hpp"
+
+namespace moesim {
+namespace {
+
+/// Load term of one layer: the max GPU load plus the mean overload above the mean.
+double load_term(const std::vector<double>& load, double mean) {
+  double mx = 0.0, over = 0.0;
+  for (const double x : load) {
+    mx = std::max(mx, x);
+    over += std::max(0.0, x - mean);
+  }
+  return mx + over / static_cast<double>(load.size());
+}
+
+/// E x G matrix with a one at (e, owner[e]).
+Eigen::MatrixXd one_hot(const std::vector<int>& owner, int gpus) {
+  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(owner.size()), gpus);
+  for (std::size_t e = 0; e < owner.size(); ++e) x(static_cast<Eigen::Index>(e), owner[e]) = 1.0;
+  return x;
+}
+
+/// The construction-and-swap heuristic over one profile (see the file comment).
+class Solver {
+ public:
+  Solver(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w)
+      : p_(p), slots_(slots), w_(w), M_(static_cast<int>(p.home.size())),
+        E_(M_ > 0 ? static_cast<int>(p.home[0].rows()) : 0), G_(static_cast<int>(slots.size())) {
+    owner_.assign(M_, std::vector<int>(E_, -1));
+    load_.assign(M_, std::vector<double>(G_, 0.0));
+    for (int l = 0; l < M_; ++l) {
+      const Eigen::VectorXd n = p.home[l].rowwise().sum();
+      n_.emplace_back(n.data(), n.data() + n.size());
+      mean_.push_back(n.sum() / G_);
+      tol_.push_back(1e-9 * (1.0 + n.sum()));
+    }
+  }
+
+  ExflowPlacement run() {
+    for (int l = 0; l < M_; ++l) construct(l);
+    for (int l = 0; l < M_; ++l) gain_.push_back(gain(l));
+    constexpr int kMaxPasses = 200;
+    for (int pass = 0; pass < kMaxPasses; ++pass) {
+      bool improved = false;
+      for (int l = 0; l < M_; ++l)
+        for (int a = 0; a < E_; ++a)
+          for (int b = a + 1; b < E_; ++b) improved = try_swap(l, a, b) || improved;
+      if (!improved) break;
+    }
+    return owner_;
+  }
+
+ private:
+  /// Traffic saved by placing each expert of layer l on each GPU, given the placed neighbours.
+  Eigen::MatrixXd gain(int l) const {
+    Eigen::MatrixXd s = w_.home * p_.home[l];
+    if (l > 0 && owner_[l - 1][0] >= 0) s += w_.affinity * p_.affinity[l - 1].transpose() * one_hot(owner_[l - 1], G_);
+    if (l + 1 < M_ && owner_[l + 1][0] >= 0) s += w_.affinity * p_.affinity[l] * one_hot(owner_[l + 1], G_);
+    return s;
+  }
+
+  /// Greedy construction of layer l (its predecessor already placed).
+  void construct(int l) {
+    const Eigen::MatrixXd s = gain(l);
+    std::vector<int> order(E_), used(G_, 0);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return n_[l][a] > n_[l][b]; });
+    auto& load = load_[l];
+    for (const int e : order) {
+      int best = -1;
+      bool best_fits = false;
+      for (int g = 0; g < G_; ++g) {
+        if (used[g] >= slots_[g]) continue;
+        const bool fits = load[g] + n_[l][e] <= mean_[l] + tol_[l];
+        bool better = best < 0 || (fits && !best_fits);
+        if (!better && fits == best_fits) {
+          const double ds = s(e, g) - s(e, best);
+          const double dl = load[g] - load[best];
+          // Within headroom the locality gain decides; without, the lower load does.
+          better = fits ? (ds > tol_[l] || (ds >= -tol_[l] && dl < -tol_[l]))
+                        : (dl < -tol_[l] || (dl <= tol_[l] && ds > tol_[l]));
+        }
+        if (better) {
+          best = g;
+          best_fits = fits;
+        }
+      }
+      if (best < 0) throw std::logic_error("exflow: fewer expert slots than experts");
+      owner_[l][e] = best;
+      ++used[best];
+      load[best] += n_[l][e];
+    }
+  }
+
+  /// Swaps experts a and b of layer l if that lowers J; keeps gain_ consistent.
+  bool try_swap(int l, int a, int b) {
+    const int ga = owner_[l][a], gb = owner_[l][b];
+    if (ga == gb) return false;
+    auto& load = load_[l];
+    const double dn = n_[l][b] - n_[l][a];  // ga gains dn, gb loses it
+    const Eigen::MatrixXd& s = gain_[l];
+    const double saved = s(a, gb) - s(a, ga) + s(b, ga) - s(b, gb);
+    if (dn == 0.0 && saved <= tol_[l]) return false;
+    const double before = load_term(load, mean_[l]);
+    load[ga] += dn;
+    load[gb] -= dn;
+    const double delta = load_term(load, mean_[l]) - before - w_.traffic / G_ * saved;
+    if (delta >= -tol_[l]) {
+      load[ga] -= dn;
+      load[gb] += dn;
+      return false;
+    }
+    owner_[l][a] = gb;
+    owner_[l][b] = ga;
+    // Affinity of the neighbouring layers' experts to GPUs ga and gb changed.
+    if (l + 1 < M_) {
+      const Eigen::VectorXd v = w_.affinity * (p_.affinity[l].row(b) - p_.affinity[l].row(a)).transpose();
+      gain_[l + 1].col(ga) += v;
+      gain_[l + 1].col(gb) -= v;
+    }
+    if (l > 0) {
+      const Eigen::VectorXd v = w_.affinity * (p_.affinity[l - 1].col(b) - p_.affinity[l - 1].col(a));
+      gain_[l - 1].col(ga) += v;
+      gain_[l - 1].col(gb) -= v;
+    }
+    return true;
+  }
+
+  const ExflowProfile& p_;
+  const std::vector<int>& slots_;
+  ExflowWeights w_;
+  int M_, E_, G_;
+  ExflowPlacement owner_;
+  std::vector<std::vector<double>> load_, n_;
+  std::vector<double> mean_, tol_;
+  std::vector<Eigen::MatrixXd> gain_;
+};
+
+}  // namespace
+
+ExflowProfile::ExflowProfile(int moe_layers, int experts, int gpus)
+    : home(moe_layers, Eigen::MatrixXd::Zero(experts, gpus)),
+      affinity(std::max(0, moe_layers - 1), Eigen::MatrixXd::Zero(experts, experts)) {}
+
+void ExflowProfile::add_batch(const std::vector<LayerRouting>& routing, const std::vector<int>& token_home) {
+  if (routing.size() != home.size()) throw std::logic_error("ExflowProfile: one routing per MoE layer expected");
+  for (std::size_t l = 0; l < routing.size(); ++l) {
+    const LayerRouting& r = routing[l];
+    if (r.num_tokens > static_cast<std::int64_t>(token_home.size()))
+      throw std::logic_error("ExflowProfile: a token without a home GPU");
+    for (std::int64_t t = 0; t < r.num_tokens; ++t)
+      for (int s = 0; s < r.top_k; ++s) home[l](r.expert(t, s), token_home[t]) += 1.0;
+    if (l + 1 == routing.size()) continue;
+    // The same token index is the same token in every layer of a batch.
+    const LayerRouting& next = routing[l + 1];
+    const double w = 1.0 / next.top_k;
+    for (std::int64_t t = 0; t < std::min(r.num_tokens, next.num_tokens); ++t)
+      for (int s = 0; s < r.top_k; ++s)
+        for (int s2 = 0; s2 < next.top_k; ++s2) affinity[l](r.expert(t, s), next.expert(t, s2)) += w;
+  }
+}
+
+std::vector<int> exflow_slots(int experts, int gpus) {
+  std::vector<int> slots(gpus, 0);
+  for (const int g : static_owner("contiguous", experts, gpus)) ++slots[g];
+  return slots;
+}
+
+ExflowCost exflow_cost(const ExflowProfile& p, const ExflowPlacement& owner, const ExflowWeights& w) {
+  ExflowCost c;
+  const auto M = p.home.size();
+  const int G = M > 0 ? static_cast<int>(p.home[0].cols()) : 1;
+  for (std::size_t l = 0; l < M; ++l) {
+    std::vector<double> load(G, 0.0);
+    for (Eigen::Index e = 0; e < p.home[l].rows(); ++e) {
+      const int g = owner[l][e];
+      load[g] += p.home[l].row(e).sum();
+      c.traffic += w.home * (p.home[l].row(e).sum() - p.home[l](e, g));
+    }
+    c.load += load_term(load, std::accumulate(load.begin(), load.end(), 0.0) / G);
+    if (l + 1 == M) continue;
+    for (Eigen::Index e = 0; e < p.affinity[l].rows(); ++e)
+      for (Eigen::Index f = 0; f < p.affinity[l].cols(); ++f)
+        if (owner[l][e] != owner[l + 1][f]) c.traffic += w.affinity * p.affinity[l](e, f);
+  }
+  c.total = c.load + w.traffic / G * c.traffic;
+  return c;
+}
+
+ExflowPlacement exflow_place(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w) {
+  return Solver(p, slots, w).run();
+}
+
+ExflowPolicy::ExflowPolicy(const ParamSet& p)
+    : profile_batches_(static_cast<int>(p.get_int("profile_batches"))),
+      resolve_every_(static_cast<int>(p.get_int("resolve_every"))),
+      solve_ms_(p.get_float("solve_ms")),
+      weights_{p.get_float("traffic_weight"), p.get_float("home_weight"), p.get_float("affinity_weight")} {}
+
+void ExflowPolicy::setup(const PolicyContext& ctx) {
+  const int E = ctx.model.experts, G = ctx.cluster.num_gpus(), M = ctx.model.num_moe_layers();
+  slots_ = exflow_slots(E, G);
+  token_home_.clear();
+  const auto home = home_tokens_of(ctx.workload, G);
+  for (int g = 0; g < G; ++g) token_home_.insert(token_home_.end(), static_cast<std::size_t>(home[g]), g);
+  previous_.clear();
+  current_.clear();
+  seen_.clear();
+  current_batch_ = -1;
+  served_ = resolves_ = 0;
+  if (!ctx.profile_routing || M == 0) {
+    // No routing model to profile: start from static-ep's contiguous layout.
+    owner_.assign(M, static_owner("contiguous", E, G));
+    return;
+  }
+  ExflowProfile profile(M, E, G);
+  for (int i = 0; i < profile_batches_; ++i) {
+    std::vector<LayerRouting> layers;
+    for (int l = 0; l < M; ++l) layers.push_back(ctx.profile_routing(i, l));
+    profile.add_batch(layers, token_home_);
+  }
+  owner_ = exflow_place(profile, slots_, weights_);
+}
+
+std::vector<double> ExflowPolicy::expert_memory_bytes(const PolicyContext& ctx) const {
+  // The same slot counts as static-ep's contiguous layout in every MoE layer, whatever moved.
+  std::vector<double> bytes;
+  for (const int s : exflow_slots(ctx.model.experts, ctx.cluster.num_gpus()))
+    bytes.push_back(static_cast<double>(s) * ctx.model.expert_bytes() * ctx.model.num_moe_layers());
+  return bytes;
+}
+
+void ExflowPolicy::start_batch(const PolicyContext& ctx, const MoeLayerInput& in) {
+  const int M = ctx.model.num_moe_layers();
+  if (current_batch_ >= 0) {
+    ++served_;
+    if (resolve_every_ > 0 && static_cast<int>(current_.size()) == M) {
+      seen_.push_back(std::move(current_));
+      while (static_cast<int>(seen_.size()) > profile_batches_) seen_.pop_front();
+    }
+  }
+  current_.clear();
+  current_batch_ = in.batch;
+  previous_.clear();
+  if (resolve_every_ <= 0 || served_ < resolve_every_ || seen_.empty()) return;
+  ExflowProfile profile(M, ctx.model.experts, ctx.cluster.num_gpus());
+  for (const auto& batch : seen_) profile.add_batch(batch, *in.token_home);
+  previous_ = owner_;
+  owner_ = exflow_place(profile, slots_, weights_);
+  served_ = 0;
+  ++resolves_;
+}
+
+Dispatch ExflowPolicy::dispatch(const PolicyContext& ctx, const MoeLayerInput& in) {
+  // Each batch walks the MoE layers in order, so layer 0 starts a batch.
+  if (in.moe_index == 0) start_batch(ctx, in);
+  if (resolve_every_ > 0) current_.push_back(*in.routing);
+  const LayerRouting& r = *in.routing;
+  const auto& home = *in.token_home;
+  const auto& own = owner_[in.moe_index];
+  Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
+  for (std::int64_t t = 0; t < r.num_tokens; ++t)
+    for (int s = 0; s < r.top_k; ++s) {
+      const int e = r.expert(t, s);
+      ++d.send[home[t]][own[e]];
+      ++d.load[own[e]][e];
+    }
+  if (!previous_.empty()) {
+    const auto& old = previous_[in.moe_index];
+    for (int e = 0; e < ctx.model.experts; ++e)
+      if (old[e] != own[e]) d.copies.push_back(WeightCopy{e, ctx.cluster.gpu_endpoint(old[e]), own[e]});
+    // The first layer's copies wait for the solve; later layers start after it anyway.
+    d.copies_start = in.moe_index == 0 && solve_ms_ > 0.0 ? CopyStart::kAfterSchedule : CopyStart::kLayerStart;
+  }
+  return d;
+}
+
+std::vector<TaskId> ExflowPolicy::before_scatter(TaskGraph& plan, const PolicyContext& ctx, const MoeLayerInput& in,
+                                                 TaskId all_routed) {
+  std::vector<TaskId> out(static_cast<std::size_t>(ctx.cluster.num_gpus()), all_routed);
+  if (previous_.empty() || in.moe_index != 0 || solve_ms_ <= 0.0) return out;
+  // The re-solve is a CPU step every GPU waits for before it scatters with the new placement.
+  const Tick solve = seconds_to_ticks(solve_ms_ * 1e-3);
+  const TaskId dep[] = {all_routed};
+  for (std::size_t g = 0; g < out.size(); ++g)
+    out[g] = plan.delay(solve, Phase::kSchedule, in.layer, dep, static_cast<int>(g));
+  return out;
+}
+
+namespace {
+
+const bool registered = policies().add(
+    "exflow",
+    "ExFlow (HarMoEny §III, §V): profiled static placement by inter-layer affinity and load, stale between re-solves",
+    PolicyInfo{
+        {ParamSpec{"profile_batches", ParamType::kInt, "8", "batches",
+                   "batches in the profiling window: profiling batches before serving, then the last "
+                   "batches observed for each re-solve",
+                   1.0, {}, {}},
+         ParamSpec{"resolve_every", ParamType::kInt, "0", "batches",
+                   "0 = solve once before serving; n > 0 = re-solve from the observed routing every n "
+                   "batches (moved experts are copied between GPUs)",
+                   0.0, {}, {}},
+         ParamSpec{"solve_ms", ParamType::kFloat, "0", "ms",
+                   "CPU time of a re-solve, paid by every GPU in the first MoE layer of the batch that "
+                   "applies it (HarMoEny §III measured ExFlow's ILP at 8.5 min for Switch, 45 min for Qwen)",
+                   0.0, {}, {}},
+         ParamSpec{"traffic_weight", ParamType::kFloat, "1.0", "",
+                   "lambda: weight of cross-GPU selections per GPU against the busiest GPU's load",
+                   0.0, {}, {}},
+         ParamSpec{"home_weight", ParamType::kFloat, "1.0", "",
+                   "weight of selections whose expert is not on the token's home GPU", 0.0, {}, {}},
+         ParamSpec{"affinity_weight", ParamType::kFloat, "1.0", "",
+                   "weight of inter-layer affinity pairs (layer l expert, layer l+1 expert) split across GPUs",
+                   0.0, {}, {}}},
+        [](const ParamSet& p) { return std::make_unique<ExflowPolicy>(p); }});
+
+}  // namespace
+}  // namespace moesim
