@@ -73,6 +73,9 @@ class Solver {
         E_(M_ > 0 ? static_cast<int>(p.home[0].rows()) : 0), G_(static_cast<int>(slots.size())) {
     owner_.assign(M_, std::vector<int>(E_, -1));
     load_.assign(M_, std::vector<double>(G_, 0.0));
+    term_.assign(M_, 0.0);
+    over_.assign(M_, 0.0);
+    top_.assign(M_, {});
     for (int l = 0; l < M_; ++l) {
       const Eigen::VectorXd n = p.home[l].rowwise().sum();
       n_.emplace_back(n.data(), n.data() + n.size());
@@ -83,7 +86,10 @@ class Solver {
 
   ExflowPlacement run() {
     for (int l = 0; l < M_; ++l) construct(l);
-    for (int l = 0; l < M_; ++l) gain_.push_back(gain(l));
+    for (int l = 0; l < M_; ++l) {
+      gain_.push_back(gain(l));
+      summarise(l);
+    }
     constexpr int kMaxPasses = 200;
     for (int pass = 0; pass < kMaxPasses; ++pass) {
       bool improved = false;
@@ -102,6 +108,20 @@ class Solver {
     if (l > 0 && owner_[l - 1][0] >= 0) s += w_.affinity * p_.affinity[l - 1].transpose() * one_hot(owner_[l - 1], G_);
     if (l + 1 < M_ && owner_[l + 1][0] >= 0) s += w_.affinity * p_.affinity[l] * one_hot(owner_[l + 1], G_);
     return s;
+  }
+
+  /// Caches layer l's load term, total overload and its three most loaded GPUs.
+  void summarise(int l) {
+    const auto& load = load_[l];
+    term_[l] = load_term(load, mean_[l]);
+    over_[l] = 0.0;
+    for (const double x : load) over_[l] += std::max(0.0, x - mean_[l]);
+    std::vector<int> order(G_);
+    std::iota(order.begin(), order.end(), 0);
+    const auto k = std::min<std::size_t>(3, order.size());
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                      [&](int x, int y) { return load[x] > load[y]; });
+    top_[l].assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
   }
 
   /// Greedy construction of layer l (its predecessor already placed).
@@ -146,15 +166,21 @@ class Solver {
     const Eigen::MatrixXd& s = gain_[l];
     const double saved = s(a, gb) - s(a, ga) + s(b, ga) - s(b, gb);
     if (dn == 0.0 && saved <= tol_[l]) return false;
-    const double before = load_term(load, mean_[l]);
-    load[ga] += dn;
-    load[gb] -= dn;
-    const double delta = load_term(load, mean_[l]) - before - w_.traffic / G_ * saved;
-    if (delta >= -tol_[l]) {
-      load[ga] -= dn;
-      load[gb] += dn;
-      return false;
-    }
+    // The load term after the swap in O(1): the max is a changed GPU's or the largest other one.
+    const double na = load[ga] + dn, nb = load[gb] - dn;
+    double mx = std::max(na, nb);
+    for (const int g : top_[l])
+      if (g != ga && g != gb) {
+        mx = std::max(mx, load[g]);
+        break;
+      }
+    auto over = [&](double x) { return std::max(0.0, x - mean_[l]); };
+    const double overload = over_[l] + over(na) - over(load[ga]) + over(nb) - over(load[gb]);
+    const double delta = mx + overload / G_ - term_[l] - w_.traffic / G_ * saved;
+    if (delta >= -tol_[l]) return false;
+    load[ga] = na;
+    load[gb] = nb;
+    summarise(l);
     owner_[l][a] = gb;
     owner_[l][b] = ga;
     // Affinity of the neighbouring layers' experts to GPUs ga and gb changed.
@@ -178,6 +204,8 @@ class Solver {
   ExflowPlacement owner_;
   std::vector<std::vector<double>> load_, n_;
   std::vector<double> mean_, tol_;
+  std::vector<double> term_, over_;       ///< per layer: load term and total overload
+  std::vector<std::vector<int>> top_;     ///< per layer: the most loaded GPUs, descending
   std::vector<Eigen::MatrixXd> gain_;
 };
 
