@@ -16,6 +16,7 @@
 // load and execute every expert"). `auto` is resident when that fits in GPU memory, else stream.
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -78,6 +79,13 @@ void assign_home_first(const LayerRouting& r, const std::vector<int>& home, cons
 
 namespace {
 
+std::string gb(double bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << bytes / 1e9 << " GB";
+  return os.str();
+}
+
 class EvenSplit final : public ExpertParallelPolicy {
  public:
   explicit EvenSplit(const ParamSet& p) : weights_(p.get_string("weights")) {}
@@ -104,9 +112,8 @@ class EvenSplit final : public ExpertParallelPolicy {
       if (buffers_[g] < 2)
         throw InputError(SourceLocation{},
                          "even-split: streaming expert weights needs at least 2 expert buffers per GPU, but GPU " +
-                             std::to_string(g) + " has room for " + std::to_string(buffers_[g]) + " (" +
-                             std::to_string(std::max(0.0, free[g]) / 1e9) + " GB free, " +
-                             std::to_string(eb / 1e9) + " GB per expert)");
+                             std::to_string(g) + " has room for " + std::to_string(buffers_[g]) + " (" + gb(free[g]) +
+                             " left beside the other weights, KV cache and activations; " + gb(eb) + " per expert)");
     }
   }
 

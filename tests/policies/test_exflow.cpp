@@ -275,8 +275,11 @@ TEST_F(ExFlowPlan, ResolvesEveryNBatchesWithCostAndCopies) {
     const bool resolves = b == 2 || b == 4;
     EXPECT_EQ(delays, resolves ? 4 : 0) << "batch " << b;
     EXPECT_EQ(copies, moved) << "batch " << b;
-    if (resolves) EXPECT_GT(moved, 0) << "the fluctuating hot set moved nothing in batch " << b;
-    else EXPECT_EQ(moved, 0) << "batch " << b;
+    if (resolves) {
+      EXPECT_GT(moved, 0) << "the fluctuating hot set moved nothing in batch " << b;
+    } else {
+      EXPECT_EQ(moved, 0) << "batch " << b;
+    }
     for (const auto& moe : bp.moe)
       EXPECT_EQ(std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), std::int64_t{0}), wl.tokens_per_batch());
     before = now;
