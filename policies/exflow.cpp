@@ -33,11 +33,17 @@
 // MoE layer of every n-th batch applies a placement solved from the routing observed in the last
 // `profile_batches` batches; it pays `solve_ms` as a CPU delay on every GPU (Phase::kSchedule),
 // and every expert that moved is copied from its old GPU to its new one (peer copy; the transient
-// extra copy is not counted in memory). Dispatch is static-ep's: every selection to its expert's
-// GPU, dropless.
+// extra copy is not counted in memory). A re-solve keeps the better of (a) a fresh solve whose GPUs
+// are renamed (one permutation for all layers, which leaves load and affinity unchanged) to keep
+// the most experts in place, then polished by local search, and (b) local search from the
+// placement in force; with `move_weight` μ > 0 both pay μ per moved expert and profiled batch,
+// so only moves worth their weight copies happen. μ = 0 (default) is ExFlow's from-scratch
+// re-solve, which pays for whatever the new optimum moves. Dispatch is static-ep's: every
+// selection to its expert's GPU, dropless.
 #include "policies/exflow.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -68,9 +74,11 @@ Eigen::MatrixXd one_hot(const std::vector<int>& owner, int gpus) {
 /// The construction-and-swap heuristic over one profile (see the file comment).
 class Solver {
  public:
-  Solver(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w)
-      : p_(p), slots_(slots), w_(w), M_(static_cast<int>(p.home.size())),
-        E_(M_ > 0 ? static_cast<int>(p.home[0].rows()) : 0), G_(static_cast<int>(slots.size())) {
+  Solver(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w,
+         const ExflowPlacement* previous)
+      : p_(p), slots_(slots), w_(w), prev_(previous), move_cost_(w.move * p.batches),
+        M_(static_cast<int>(p.home.size())), E_(M_ > 0 ? static_cast<int>(p.home[0].rows()) : 0),
+        G_(static_cast<int>(slots.size())) {
     owner_.assign(M_, std::vector<int>(E_, -1));
     load_.assign(M_, std::vector<double>(G_, 0.0));
     term_.assign(M_, 0.0);
@@ -84,8 +92,15 @@ class Solver {
     }
   }
 
-  ExflowPlacement run() {
-    for (int l = 0; l < M_; ++l) construct(l);
+  ExflowPlacement run(const ExflowPlacement* start) {
+    if (start) {
+      // Warm start: the given placement's loads instead of the greedy construction.
+      owner_ = *start;
+      for (int l = 0; l < M_; ++l)
+        for (int e = 0; e < E_; ++e) load_[l][owner_[l][e]] += n_[l][e];
+    } else {
+      for (int l = 0; l < M_; ++l) construct(l);
+    }
     for (int l = 0; l < M_; ++l) {
       gain_.push_back(gain(l));
       summarise(l);
@@ -165,7 +180,13 @@ class Solver {
     const double dn = n_[l][b] - n_[l][a];  // ga gains dn, gb loses it
     const Eigen::MatrixXd& s = gain_[l];
     const double saved = s(a, gb) - s(a, ga) + s(b, ga) - s(b, gb);
-    if (dn == 0.0 && saved <= tol_[l]) return false;
+    // Experts this swap takes away from (+) or brings back to (-) their previous GPU.
+    int moved = 0;
+    if (prev_) {
+      const auto& pl = (*prev_)[l];
+      moved = (gb != pl[a]) - (ga != pl[a]) + (ga != pl[b]) - (gb != pl[b]);
+    }
+    if (dn == 0.0 && saved <= tol_[l] && moved >= 0) return false;
     // The load term after the swap in O(1): the max is a changed GPU's or the largest other one.
     const double na = load[ga] + dn, nb = load[gb] - dn;
     double mx = std::max(na, nb);
@@ -176,7 +197,7 @@ class Solver {
       }
     auto over = [&](double x) { return std::max(0.0, x - mean_[l]); };
     const double overload = over_[l] + over(na) - over(load[ga]) + over(nb) - over(load[gb]);
-    const double delta = mx + overload / G_ - term_[l] - w_.traffic / G_ * saved;
+    const double delta = mx + overload / G_ - term_[l] - w_.traffic / G_ * saved + move_cost_ * moved;
     if (delta >= -tol_[l]) return false;
     load[ga] = na;
     load[gb] = nb;
@@ -200,6 +221,8 @@ class Solver {
   const ExflowProfile& p_;
   const std::vector<int>& slots_;
   ExflowWeights w_;
+  const ExflowPlacement* prev_;
+  double move_cost_;
   int M_, E_, G_;
   ExflowPlacement owner_;
   std::vector<std::vector<double>> load_, n_;
@@ -217,6 +240,7 @@ ExflowProfile::ExflowProfile(int moe_layers, int experts, int gpus)
 
 void ExflowProfile::add_batch(const std::vector<LayerRouting>& routing, const std::vector<int>& token_home) {
   if (routing.size() != home.size()) throw std::logic_error("ExflowProfile: one routing per MoE layer expected");
+  ++batches;
   for (std::size_t l = 0; l < routing.size(); ++l) {
     const LayerRouting& r = routing[l];
     if (r.num_tokens > static_cast<std::int64_t>(token_home.size()))
@@ -239,8 +263,12 @@ std::vector<int> exflow_slots(int experts, int gpus) {
   return slots;
 }
 
-ExflowCost exflow_cost(const ExflowProfile& p, const ExflowPlacement& owner, const ExflowWeights& w) {
+ExflowCost exflow_cost(const ExflowProfile& p, const ExflowPlacement& owner, const ExflowWeights& w,
+                       const ExflowPlacement* previous) {
   ExflowCost c;
+  if (previous)
+    for (std::size_t l = 0; l < owner.size(); ++l)
+      for (std::size_t e = 0; e < owner[l].size(); ++e) c.moved += owner[l][e] != (*previous)[l][e] ? 1 : 0;
   const auto M = p.home.size();
   const int G = M > 0 ? static_cast<int>(p.home[0].cols()) : 1;
   for (std::size_t l = 0; l < M; ++l) {
@@ -256,19 +284,57 @@ ExflowCost exflow_cost(const ExflowProfile& p, const ExflowPlacement& owner, con
       for (Eigen::Index f = 0; f < p.affinity[l].cols(); ++f)
         if (owner[l][e] != owner[l + 1][f]) c.traffic += w.affinity * p.affinity[l](e, f);
   }
-  c.total = c.load + w.traffic / G * c.traffic;
+  c.total = c.load + w.traffic / G * c.traffic + w.move * p.batches * c.moved;
   return c;
 }
 
-ExflowPlacement exflow_place(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w) {
-  return Solver(p, slots, w).run();
+ExflowPlacement exflow_place(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w,
+                             const ExflowPlacement* previous) {
+  if (!previous) return Solver(p, slots, w, nullptr).run(nullptr);
+  // A re-solve: the better of a fresh solve whose GPUs are renamed to keep experts in place, and
+  // a local search from the placement in force, both charged for the experts they move.
+  const ExflowPlacement fresh = exflow_keep_in_place(Solver(p, slots, w, nullptr).run(nullptr), *previous, slots);
+  const ExflowPlacement a = Solver(p, slots, w, previous).run(&fresh);
+  const ExflowPlacement b = Solver(p, slots, w, previous).run(previous);
+  const ExflowCost ca = exflow_cost(p, a, w, previous), cb = exflow_cost(p, b, w, previous);
+  const double tol = 1e-9 * (1.0 + std::abs(cb.total));
+  return ca.total < cb.total - tol || (ca.total <= cb.total + tol && ca.moved < cb.moved) ? a : b;
+}
+
+ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const ExflowPlacement& previous,
+                                     const std::vector<int>& slots) {
+  const int G = static_cast<int>(slots.size());
+  // shared(a, b): experts that GPU a holds in `placement` and GPU b held in `previous`.
+  Eigen::MatrixXi shared = Eigen::MatrixXi::Zero(G, G);
+  for (std::size_t l = 0; l < placement.size(); ++l)
+    for (std::size_t e = 0; e < placement[l].size(); ++e) ++shared(placement[l][e], previous[l][e]);
+  // Greedy matching, largest overlap first (ties: lower indices), only between GPUs with the same
+  // slot count so that the renamed placement keeps every GPU's count.
+  std::vector<int> rename(G, -1);
+  std::vector<char> taken(G, 0);
+  for (int k = 0; k < G; ++k) {
+    int ba = -1, bb = -1;
+    for (int a = 0; a < G; ++a)
+      for (int b = 0; b < G; ++b)
+        if (rename[a] < 0 && !taken[b] && slots[a] == slots[b] && (ba < 0 || shared(a, b) > shared(ba, bb))) {
+          ba = a;
+          bb = b;
+        }
+    rename[ba] = bb;
+    taken[bb] = 1;
+  }
+  ExflowPlacement out = placement;
+  for (auto& layer : out)
+    for (int& g : layer) g = rename[g];
+  return out;
 }
 
 ExflowPolicy::ExflowPolicy(const ParamSet& p)
     : profile_batches_(static_cast<int>(p.get_int("profile_batches"))),
       resolve_every_(static_cast<int>(p.get_int("resolve_every"))),
       solve_ms_(p.get_float("solve_ms")),
-      weights_{p.get_float("traffic_weight"), p.get_float("home_weight"), p.get_float("affinity_weight")} {}
+      weights_{p.get_float("traffic_weight"), p.get_float("home_weight"), p.get_float("affinity_weight"),
+               p.get_float("move_weight")} {}
 
 void ExflowPolicy::setup(const PolicyContext& ctx) {
   const int E = ctx.model.experts, G = ctx.cluster.num_gpus(), M = ctx.model.num_moe_layers();
@@ -319,7 +385,7 @@ void ExflowPolicy::start_batch(const PolicyContext& ctx, const MoeLayerInput& in
   ExflowProfile profile(M, ctx.model.experts, ctx.cluster.num_gpus());
   for (const auto& batch : seen_) profile.add_batch(batch, *in.token_home);
   previous_ = owner_;
-  owner_ = exflow_place(profile, slots_, weights_);
+  owner_ = exflow_place(profile, slots_, weights_, &previous_);
   served_ = 0;
   ++resolves_;
 }
@@ -385,6 +451,10 @@ const bool registered = policies().add(
                    "weight of selections whose expert is not on the token's home GPU", 0.0, {}, {}},
          ParamSpec{"affinity_weight", ParamType::kFloat, "1.0", "",
                    "weight of inter-layer affinity pairs (layer l expert, layer l+1 expert) split across GPUs",
+                   0.0, {}, {}},
+         ParamSpec{"move_weight", ParamType::kFloat, "0", "",
+                   "re-solves: cost of moving one expert, in selections on the busiest GPU per batch of the "
+                   "window; 0 = as ExFlow, the new placement ignores where experts were",
                    0.0, {}, {}}},
         [](const ParamSet& p) { return std::make_unique<ExflowPolicy>(p); }});
 

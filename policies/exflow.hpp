@@ -18,6 +18,7 @@ struct ExflowProfile {
   /// tokens that select e in layer l and e' in layer l+1, counting all top-k x top-k pairs, divided
   /// by layer l+1's top_k so that a row sums to e's selections (traffic is in selections).
   std::vector<Eigen::MatrixXd> affinity;
+  int batches = 0;  ///< batches added
 
   ExflowProfile(int moe_layers, int experts, int gpus);
   /// Adds one batch: `routing[l]` for every MoE layer, and each token's home GPU.
@@ -29,6 +30,7 @@ struct ExflowWeights {
   double traffic = 1.0;   ///< λ: cross-GPU selections per GPU against the max GPU load
   double home = 1.0;      ///< weight of traffic to and from the tokens' home GPUs
   double affinity = 1.0;  ///< weight of traffic between consecutive MoE layers (ExFlow's affinity)
+  double move = 0.0;      ///< re-solves: per expert moved, in selections per profiled batch
 };
 
 /// Owner GPU of every expert, per MoE layer: owner[moe_layer][expert].
@@ -42,13 +44,23 @@ std::vector<int> exflow_slots(int experts, int gpus);
 struct ExflowCost {
   double load = 0.0;     ///< Σ over layers of (max GPU load + mean overload above the mean)
   double traffic = 0.0;  ///< weighted cross-GPU selections (home + affinity), summed over layers
-  double total = 0.0;    ///< load + λ · traffic / G
+  int moved = 0;         ///< experts not on the GPU `previous` had them on
+  double total = 0.0;    ///< load + λ · traffic / G + w.move · batches · moved
 };
-ExflowCost exflow_cost(const ExflowProfile& p, const ExflowPlacement& owner, const ExflowWeights& w);
+ExflowCost exflow_cost(const ExflowProfile& p, const ExflowPlacement& owner, const ExflowWeights& w,
+                       const ExflowPlacement* previous = nullptr);
 
 /// Greedy construction plus pairwise-swap local search (deterministic) of the placement that
-/// minimises exflow_cost with exactly `slots[g]` experts on GPU g in every layer.
-ExflowPlacement exflow_place(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w);
+/// minimises exflow_cost with exactly `slots[g]` experts on GPU g in every layer. A re-solve
+/// passes the placement in force as `previous` (see exflow.cpp).
+ExflowPlacement exflow_place(const ExflowProfile& p, const std::vector<int>& slots, const ExflowWeights& w,
+                             const ExflowPlacement* previous = nullptr);
+
+/// `placement` with its GPUs renamed by one permutation for all layers, which keeps the load and
+/// affinity terms, so that as many experts as possible stay on the GPU `previous` had them on
+/// (greedy matching on shared experts, among GPUs with equal slot counts).
+ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const ExflowPlacement& previous,
+                                     const std::vector<int>& slots);
 
 /// The registered `exflow` policy: a profiled static placement, optionally re-solved.
 class ExflowPolicy final : public ExpertParallelPolicy {

@@ -156,6 +156,58 @@ TEST(ExFlowSolver, NoSingleSwapImproves) {
       }
 }
 
+TEST(ExFlowSolver, KeepInPlaceUndoesARenaming) {
+  // Ten experts on 4 GPUs (slots 3, 2, 3, 2): renaming GPUs 0 <-> 2 and 1 <-> 3 keeps the slot
+  // counts, the load and the affinity; keep_in_place maps the renamed placement back.
+  ExflowProfile p(2, 10, 4);
+  const auto r = fixed_routing({30, 25, 20, 15, 12, 10, 8, 6, 4, 2});
+  std::vector<int> home(r.num_tokens);
+  for (std::size_t t = 0; t < home.size(); ++t) home[t] = static_cast<int>(t % 4);
+  p.add_batch({r, r}, home);
+  const auto slots = exflow_slots(10, 4);
+  const ExflowPlacement placed = exflow_place(p, slots, {});
+  ExflowPlacement renamed = placed;
+  for (auto& layer : renamed)
+    for (int& g : layer) g = (g + 2) % 4;
+  EXPECT_NE(renamed, placed);
+  EXPECT_EQ(exflow_keep_in_place(renamed, placed, slots), placed);
+  EXPECT_EQ(exflow_cost(p, renamed, {}).load, exflow_cost(p, placed, {}).load);
+  EXPECT_EQ(exflow_cost(p, renamed, {}, &placed).moved, 20);
+}
+
+TEST(ExFlowSolver, MoveWeightLimitsWhatAResolveMoves) {
+  // The hot set moves from experts 0-3 to experts 12-15; a re-solve must spread the new hot
+  // experts, but with a move weight it leaves the cold ones where they were.
+  std::vector<std::int64_t> before(16, 10), after(16, 10);
+  for (int e = 0; e < 4; ++e) before[e] = after[12 + e] = 100 - 10 * e;
+  auto profile = [](const std::vector<std::int64_t>& counts) {
+    ExflowProfile p(2, 16, 4);
+    const auto r = fixed_routing(counts);
+    std::vector<int> home(r.num_tokens);
+    for (std::size_t t = 0; t < home.size(); ++t) home[t] = static_cast<int>(t % 4);
+    p.add_batch({r, r}, home);
+    return p;
+  };
+  const auto slots = exflow_slots(16, 4);
+  const ExflowProfile p0 = profile(before), p1 = profile(after);
+  const ExflowPlacement old = exflow_place(p0, slots, {});
+  ExflowWeights free_moves, costly_moves, frozen;
+  costly_moves.move = 5.0;
+  frozen.move = 1e6;
+  const ExflowPlacement a = exflow_place(p1, slots, free_moves, &old);
+  const ExflowPlacement b = exflow_place(p1, slots, costly_moves, &old);
+  const ExflowPlacement c = exflow_place(p1, slots, frozen, &old);
+  check_slots(a, slots);
+  check_slots(b, slots);
+  for (int l = 0; l < 2; ++l) {
+    // Both re-solves reach the balanced optimum (one hot expert and three cold ones per GPU).
+    EXPECT_DOUBLE_EQ(max_of(gpu_load(p1, a[l], l, 4)), 130.0);
+    EXPECT_DOUBLE_EQ(max_of(gpu_load(p1, b[l], l, 4)), 130.0);
+  }
+  EXPECT_LT(exflow_cost(p1, b, {}, &old).moved, exflow_cost(p1, a, {}, &old).moved);
+  EXPECT_EQ(c, old);
+}
+
 /// A 64-expert Switch on 4 GPUs whose profiling and served routing come from a routing model.
 class ExFlowPlan : public ::testing::Test {
  protected:
