@@ -1,45 +1,35 @@
 // exflow: ExFlow's profiled, affinity-aware static expert placement, as HarMoEny describes it.
 //
-// HarMoEny §V-A: ExFlow "optimizes expert placement based on inter-layer expert affinity" — tokens
-// follow predictable routes across consecutive MoE layers, so an expert of layer l and the
-// experts of layer l+1 it hands tokens to are best on one GPU. §V-C2: ExFlow formulates placement
-// as an integer program minimising the communication of routing tokens between GPUs, solved with
-// Gurobi on a profile of the workload (§III: 40 BookCorpus samples). §III: re-solving took
-// 8.5 min for Switch and 45 min for Qwen against 289 ms per MoE block, so the placement stays
-// stale while skew fluctuates from batch to batch (Fig. 4b, Fig. 8).
+// HarMoEny §V-A: ExFlow places experts by inter-layer affinity (tokens follow predictable routes
+// across consecutive MoE layers); §V-C2: an integer program (Gurobi) minimising the tokens routed
+// between GPUs, on a profile of the workload. §III: a re-solve took 8.5 min (Switch) and 45 min
+// (Qwen) against 289 ms per MoE block, so the placement is stale while skew fluctuates (Fig. 8).
 //
-// Objective (ours; the paper's ILP is not reproduced). With L_l(g) the profiled selections GPU g
-// computes in MoE layer l and L̄_l their mean over GPUs,
-//   J = Σ_l [ max_g L_l(g) + (1/G) Σ_g max(0, L_l(g) − L̄_l) ]
-//     + (λ / G) · Σ_l [ w_home · X_home(l) + w_affinity · X_affinity(l, l+1) ]
-// where X_home(l) counts selections whose expert is not on the token's home GPU (in this
-// simulator's prefill a token returns home for attention, so that is the traffic a layer really
-// moves) and X_affinity counts inter-layer affinity pairs (ExflowProfile::affinity) whose experts
-// sit on different GPUs (ExFlow's objective, which pays off when routing has that structure).
-// The max GPU load stands for the barrier all-to-all's slowest GPU; the mean overload term makes
-// relieving any of several GPUs tied at the max an improvement. λ (`traffic_weight`) weighs one
-// selection moved per GPU against one selection on the busiest GPU. Every GPU holds exactly
-// exflow_slots(E, G)[g] experts per layer (E/G when G divides E), static-ep's memory.
+// Objective (ours; a heuristic stands in for the ILP). L_l(g): profiled selections GPU g computes
+// in MoE layer l, L̄_l their mean; X_home(l): selections whose expert is off the token's home GPU
+// (a token returns home for attention in this simulator's prefill: the traffic a layer moves);
+// X_aff(l): inter-layer affinity pairs (ExflowProfile::affinity) split across GPUs (ExFlow's
+// objective, which pays off when routing has that structure). With λ = `traffic_weight`,
+//   J = Σ_l [max_g L_l(g) + (1/G) Σ_g max(0, L_l(g) − L̄_l)] + (λ/G) Σ_l [w_home X_home(l) + w_aff X_aff(l)]
+// The max load stands for the barrier all-to-all's slowest GPU; the mean overload term makes
+// relieving any of several GPUs tied at the max an improvement. Every GPU holds exactly
+// exflow_slots(E, G)[g] experts per layer (E/G when G divides E): static-ep's memory.
 //
-// Algorithm (a heuristic, not an ILP): layers in order, heaviest expert first, each expert goes
-// to the GPU with the best locality gain (home traffic saved plus affinity to the previous layer's
-// placement) among those with a free slot whose load stays within the layer's mean; when none
-// has that headroom, to the least loaded GPU with a free slot. Then local search: pairwise swaps
-// of two experts of one layer on different GPUs, first improvement, until a whole pass improves
-// nothing. Deterministic: ties go to the lower load, then the lower index.
+// Algorithm: layers in order, heaviest expert first, each to the GPU with the best locality gain
+// (home traffic saved plus affinity to the previous layer) among those with a free slot whose load
+// stays within the mean, else to the least loaded GPU with a free slot. Then local search: swaps of
+// two experts of a layer, first improvement, until a pass improves nothing. Deterministic.
 //
 // Re-solving: the first solve uses `profile_batches` profiling batches (PolicyContext::
-// profile_routing) before serving, at no simulated cost. With `resolve_every: n > 0`, the first
-// MoE layer of every n-th batch applies a placement solved from the routing observed in the last
-// `profile_batches` batches; it pays `solve_ms` as a CPU delay on every GPU (Phase::kSchedule),
-// and every expert that moved is copied from its old GPU to its new one (peer copy; the transient
-// extra copy is not counted in memory). A re-solve keeps the better of (a) a fresh solve whose GPUs
-// are renamed (one permutation for all layers, which leaves load and affinity unchanged) to keep
-// the most experts in place, then polished by local search, and (b) local search from the
-// placement in force; with `move_weight` μ > 0 both pay μ per moved expert and profiled batch,
-// so only moves worth their weight copies happen. μ = 0 (default) is ExFlow's from-scratch
-// re-solve, which pays for whatever the new optimum moves. Dispatch is static-ep's: every
-// selection to its expert's GPU, dropless.
+// profile_routing) before serving, at no simulated cost. With `resolve_every: n > 0` the first
+// MoE layer of every n-th batch applies a placement solved from the last `profile_batches`
+// observed batches, pays `solve_ms` as a CPU delay on every GPU (Phase::kSchedule), and copies
+// each moved expert from its old GPU to its new one (the transient extra copy is not counted in
+// memory). A re-solve keeps the better of a fresh solve whose GPUs are renamed (one permutation
+// for all layers, leaving load and affinity unchanged) to keep the most experts in place, and a
+// local search from the placement in force; `move_weight` μ charges both μ per moved expert and
+// profiled batch (μ = 0: moves are free, as for ExFlow's from-scratch ILP).
+// Dispatch is static-ep's: every selection to its expert's GPU, dropless.
 #include "policies/exflow.hpp"
 
 #include <algorithm>
@@ -47,6 +37,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "models/model_spec.hpp"
 #include "policies/memory.hpp"
@@ -78,12 +69,8 @@ class Solver {
          const ExflowPlacement* previous)
       : p_(p), slots_(slots), w_(w), prev_(previous), move_cost_(w.move * p.batches),
         M_(static_cast<int>(p.home.size())), E_(M_ > 0 ? static_cast<int>(p.home[0].rows()) : 0),
-        G_(static_cast<int>(slots.size())) {
-    owner_.assign(M_, std::vector<int>(E_, -1));
-    load_.assign(M_, std::vector<double>(G_, 0.0));
-    term_.assign(M_, 0.0);
-    over_.assign(M_, 0.0);
-    top_.assign(M_, {});
+        G_(static_cast<int>(slots.size())), owner_(M_, std::vector<int>(E_, -1)),
+        load_(M_, std::vector<double>(G_, 0.0)), term_(M_), over_(M_), top_(M_) {
     for (int l = 0; l < M_; ++l) {
       const Eigen::VectorXd n = p.home[l].rowwise().sum();
       n_.emplace_back(n.data(), n.data() + n.size());
@@ -129,8 +116,7 @@ class Solver {
   void summarise(int l) {
     const auto& load = load_[l];
     term_[l] = load_term(load, mean_[l]);
-    over_[l] = 0.0;
-    for (const double x : load) over_[l] += std::max(0.0, x - mean_[l]);
+    over_[l] = (term_[l] - *std::max_element(load.begin(), load.end())) * G_;
     std::vector<int> order(G_);
     std::iota(order.begin(), order.end(), 0);
     const auto k = std::min<std::size_t>(3, order.size());
@@ -147,24 +133,13 @@ class Solver {
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return n_[l][a] > n_[l][b]; });
     auto& load = load_[l];
     for (const int e : order) {
+      // Within headroom the locality gain decides (then the lower load); without, the lower load.
+      auto key = [&](int g) {
+        return load[g] + n_[l][e] <= mean_[l] + tol_[l] ? std::tuple(1, s(e, g), -load[g]) : std::tuple(0, -load[g], s(e, g));
+      };
       int best = -1;
-      bool best_fits = false;
-      for (int g = 0; g < G_; ++g) {
-        if (used[g] >= slots_[g]) continue;
-        const bool fits = load[g] + n_[l][e] <= mean_[l] + tol_[l];
-        bool better = best < 0 || (fits && !best_fits);
-        if (!better && fits == best_fits) {
-          const double ds = s(e, g) - s(e, best);
-          const double dl = load[g] - load[best];
-          // Within headroom the locality gain decides; without, the lower load does.
-          better = fits ? (ds > tol_[l] || (ds >= -tol_[l] && dl < -tol_[l]))
-                        : (dl < -tol_[l] || (dl <= tol_[l] && ds > tol_[l]));
-        }
-        if (better) {
-          best = g;
-          best_fits = fits;
-        }
-      }
+      for (int g = 0; g < G_; ++g)
+        if (used[g] < slots_[g] && (best < 0 || key(g) > key(best))) best = g;
       if (best < 0) throw std::logic_error("exflow: fewer expert slots than experts");
       owner_[l][e] = best;
       ++used[best];
@@ -180,21 +155,15 @@ class Solver {
     const double dn = n_[l][b] - n_[l][a];  // ga gains dn, gb loses it
     const Eigen::MatrixXd& s = gain_[l];
     const double saved = s(a, gb) - s(a, ga) + s(b, ga) - s(b, gb);
-    // Experts this swap takes away from (+) or brings back to (-) their previous GPU.
-    int moved = 0;
-    if (prev_) {
-      const auto& pl = (*prev_)[l];
-      moved = (gb != pl[a]) - (ga != pl[a]) + (ga != pl[b]) - (gb != pl[b]);
-    }
+    // Experts the swap takes from (+) or brings back to (-) their previous GPU.
+    const int moved = prev_ ? ((gb != (*prev_)[l][a]) - (ga != (*prev_)[l][a]) + (ga != (*prev_)[l][b]) -
+                               (gb != (*prev_)[l][b]))
+                            : 0;
     if (dn == 0.0 && saved <= tol_[l] && moved >= 0) return false;
     // The load term after the swap in O(1): the max is a changed GPU's or the largest other one.
     const double na = load[ga] + dn, nb = load[gb] - dn;
-    double mx = std::max(na, nb);
-    for (const int g : top_[l])
-      if (g != ga && g != gb) {
-        mx = std::max(mx, load[g]);
-        break;
-      }
+    const auto other = std::find_if(top_[l].begin(), top_[l].end(), [&](int g) { return g != ga && g != gb; });
+    const double mx = std::max({na, nb, other == top_[l].end() ? 0.0 : load[*other]});
     auto over = [&](double x) { return std::max(0.0, x - mean_[l]); };
     const double overload = over_[l] + over(na) - over(load[ga]) + over(nb) - over(load[gb]);
     const double delta = mx + overload / G_ - term_[l] - w_.traffic / G_ * saved + move_cost_ * moved;
@@ -205,16 +174,12 @@ class Solver {
     owner_[l][a] = gb;
     owner_[l][b] = ga;
     // Affinity of the neighbouring layers' experts to GPUs ga and gb changed.
-    if (l + 1 < M_) {
-      const Eigen::VectorXd v = w_.affinity * (p_.affinity[l].row(b) - p_.affinity[l].row(a)).transpose();
-      gain_[l + 1].col(ga) += v;
-      gain_[l + 1].col(gb) -= v;
-    }
-    if (l > 0) {
-      const Eigen::VectorXd v = w_.affinity * (p_.affinity[l - 1].col(b) - p_.affinity[l - 1].col(a));
-      gain_[l - 1].col(ga) += v;
-      gain_[l - 1].col(gb) -= v;
-    }
+    auto shift = [&](int layer, const Eigen::VectorXd& v) {
+      gain_[layer].col(ga) += v;
+      gain_[layer].col(gb) -= v;
+    };
+    if (l + 1 < M_) shift(l + 1, w_.affinity * (p_.affinity[l].row(b) - p_.affinity[l].row(a)).transpose());
+    if (l > 0) shift(l - 1, w_.affinity * (p_.affinity[l - 1].col(b) - p_.affinity[l - 1].col(a)));
     return true;
   }
 
@@ -225,12 +190,40 @@ class Solver {
   double move_cost_;
   int M_, E_, G_;
   ExflowPlacement owner_;
-  std::vector<std::vector<double>> load_, n_;
+  std::vector<std::vector<double>> load_;
+  std::vector<double> term_, over_;    ///< per layer: load term and total overload
+  std::vector<std::vector<int>> top_;  ///< per layer: the most loaded GPUs, descending
+  std::vector<std::vector<double>> n_;
   std::vector<double> mean_, tol_;
-  std::vector<double> term_, over_;       ///< per layer: load term and total overload
-  std::vector<std::vector<int>> top_;     ///< per layer: the most loaded GPUs, descending
   std::vector<Eigen::MatrixXd> gain_;
 };
+
+/// A numeric option with a lower bound.
+ParamSpec number(std::string name, ParamType type, std::string def, std::string unit, std::string help, double min) {
+  return ParamSpec{std::move(name), type, std::move(def), std::move(unit), std::move(help), min, {}, {}};
+}
+
+const bool registered = policies().add(
+    "exflow",
+    "ExFlow (HarMoEny §III, §V): profiled static placement by inter-layer affinity and load, stale between re-solves",
+    PolicyInfo{
+        {number("profile_batches", ParamType::kInt, "8", "batches",
+                "profiling window: profiling batches before serving, then the last batches observed for a re-solve", 1),
+         number("resolve_every", ParamType::kInt, "0", "batches",
+                "0 = solve once before serving; n > 0 = re-solve from the observed routing every n batches", 0),
+         number("solve_ms", ParamType::kFloat, "0", "ms",
+                "CPU time of a re-solve, paid by every GPU in the first MoE layer of the batch that applies it "
+                "(HarMoEny §III measured ExFlow's ILP at 8.5 min for Switch, 45 min for Qwen)", 0),
+         number("traffic_weight", ParamType::kFloat, "1.0", "",
+                "lambda: weight of cross-GPU selections per GPU against the busiest GPU's load", 0),
+         number("home_weight", ParamType::kFloat, "1.0", "",
+                "weight of selections whose expert is not on the token's home GPU", 0),
+         number("affinity_weight", ParamType::kFloat, "1.0", "",
+                "weight of inter-layer affinity pairs (layer l expert, layer l+1 expert) split across GPUs", 0),
+         number("move_weight", ParamType::kFloat, "0", "",
+                "re-solves: cost of moving one expert, in selections on the busiest GPU per profiled batch; "
+                "0 = moves are free (as ExFlow's re-solve), though GPUs are still renamed to avoid needless ones", 0)},
+        [](const ParamSet& p) { return std::make_unique<ExflowPolicy>(p); }});
 
 }  // namespace
 
@@ -266,15 +259,13 @@ std::vector<int> exflow_slots(int experts, int gpus) {
 ExflowCost exflow_cost(const ExflowProfile& p, const ExflowPlacement& owner, const ExflowWeights& w,
                        const ExflowPlacement* previous) {
   ExflowCost c;
-  if (previous)
-    for (std::size_t l = 0; l < owner.size(); ++l)
-      for (std::size_t e = 0; e < owner[l].size(); ++e) c.moved += owner[l][e] != (*previous)[l][e] ? 1 : 0;
   const auto M = p.home.size();
   const int G = M > 0 ? static_cast<int>(p.home[0].cols()) : 1;
   for (std::size_t l = 0; l < M; ++l) {
     std::vector<double> load(G, 0.0);
     for (Eigen::Index e = 0; e < p.home[l].rows(); ++e) {
       const int g = owner[l][e];
+      if (previous && (*previous)[l][e] != g) ++c.moved;
       load[g] += p.home[l].row(e).sum();
       c.traffic += w.home * (p.home[l].row(e).sum() - p.home[l](e, g));
     }
@@ -313,15 +304,14 @@ ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const Exf
   std::vector<int> rename(G, -1);
   std::vector<char> taken(G, 0);
   for (int k = 0; k < G; ++k) {
-    int ba = -1, bb = -1;
+    std::pair<int, int> best{-1, -1};
     for (int a = 0; a < G; ++a)
       for (int b = 0; b < G; ++b)
-        if (rename[a] < 0 && !taken[b] && slots[a] == slots[b] && (ba < 0 || shared(a, b) > shared(ba, bb))) {
-          ba = a;
-          bb = b;
-        }
-    rename[ba] = bb;
-    taken[bb] = 1;
+        if (rename[a] < 0 && !taken[b] && slots[a] == slots[b] &&
+            (best.first < 0 || shared(a, b) > shared(best.first, best.second)))
+          best = {a, b};
+    rename[best.first] = best.second;
+    taken[best.second] = 1;
   }
   ExflowPlacement out = placement;
   for (auto& layer : out)
@@ -329,44 +319,27 @@ ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const Exf
   return out;
 }
 
-ExflowPolicy::ExflowPolicy(const ParamSet& p)
-    : profile_batches_(static_cast<int>(p.get_int("profile_batches"))),
-      resolve_every_(static_cast<int>(p.get_int("resolve_every"))),
-      solve_ms_(p.get_float("solve_ms")),
-      weights_{p.get_float("traffic_weight"), p.get_float("home_weight"), p.get_float("affinity_weight"),
-               p.get_float("move_weight")} {}
-
 void ExflowPolicy::setup(const PolicyContext& ctx) {
   const int E = ctx.model.experts, G = ctx.cluster.num_gpus(), M = ctx.model.num_moe_layers();
   slots_ = exflow_slots(E, G);
-  token_home_.clear();
-  const auto home = home_tokens_of(ctx.workload, G);
-  for (int g = 0; g < G; ++g) token_home_.insert(token_home_.end(), static_cast<std::size_t>(home[g]), g);
   previous_.clear();
   current_.clear();
   seen_.clear();
   current_batch_ = -1;
   served_ = resolves_ = 0;
-  if (!ctx.profile_routing || M == 0) {
-    // No routing model to profile: start from static-ep's contiguous layout.
-    owner_.assign(M, static_owner("contiguous", E, G));
-    return;
-  }
+  // No routing model to profile: static-ep's contiguous layout.
+  if (!ctx.profile_routing || M == 0) return owner_.assign(M, static_owner("contiguous", E, G));
+  // Profiling batches have the served batches' shape: the same token homes (batch_planner.cpp).
+  std::vector<int> token_home;
+  const auto home = home_tokens_of(ctx.workload, G);
+  for (int g = 0; g < G; ++g) token_home.insert(token_home.end(), static_cast<std::size_t>(home[g]), g);
   ExflowProfile profile(M, E, G);
   for (int i = 0; i < profile_batches_; ++i) {
     std::vector<LayerRouting> layers;
     for (int l = 0; l < M; ++l) layers.push_back(ctx.profile_routing(i, l));
-    profile.add_batch(layers, token_home_);
+    profile.add_batch(layers, token_home);
   }
   owner_ = exflow_place(profile, slots_, weights_);
-}
-
-std::vector<double> ExflowPolicy::expert_memory_bytes(const PolicyContext& ctx) const {
-  // The same slot counts as static-ep's contiguous layout in every MoE layer, whatever moved.
-  std::vector<double> bytes;
-  for (const int s : exflow_slots(ctx.model.experts, ctx.cluster.num_gpus()))
-    bytes.push_back(static_cast<double>(s) * ctx.model.expert_bytes() * ctx.model.num_moe_layers());
-  return bytes;
 }
 
 void ExflowPolicy::start_batch(const PolicyContext& ctx, const MoeLayerInput& in) {
@@ -395,8 +368,7 @@ Dispatch ExflowPolicy::dispatch(const PolicyContext& ctx, const MoeLayerInput& i
   if (in.moe_index == 0) start_batch(ctx, in);
   if (resolve_every_ > 0) current_.push_back(*in.routing);
   const LayerRouting& r = *in.routing;
-  const auto& home = *in.token_home;
-  const auto& own = owner_[in.moe_index];
+  const auto &home = *in.token_home, &own = owner_[in.moe_index];
   Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
   for (std::int64_t t = 0; t < r.num_tokens; ++t)
     for (int s = 0; s < r.top_k; ++s) {
@@ -426,37 +398,4 @@ std::vector<TaskId> ExflowPolicy::before_scatter(TaskGraph& plan, const PolicyCo
   return out;
 }
 
-namespace {
-
-const bool registered = policies().add(
-    "exflow",
-    "ExFlow (HarMoEny §III, §V): profiled static placement by inter-layer affinity and load, stale between re-solves",
-    PolicyInfo{
-        {ParamSpec{"profile_batches", ParamType::kInt, "8", "batches",
-                   "batches in the profiling window: profiling batches before serving, then the last "
-                   "batches observed for each re-solve",
-                   1.0, {}, {}},
-         ParamSpec{"resolve_every", ParamType::kInt, "0", "batches",
-                   "0 = solve once before serving; n > 0 = re-solve from the observed routing every n "
-                   "batches (moved experts are copied between GPUs)",
-                   0.0, {}, {}},
-         ParamSpec{"solve_ms", ParamType::kFloat, "0", "ms",
-                   "CPU time of a re-solve, paid by every GPU in the first MoE layer of the batch that "
-                   "applies it (HarMoEny §III measured ExFlow's ILP at 8.5 min for Switch, 45 min for Qwen)",
-                   0.0, {}, {}},
-         ParamSpec{"traffic_weight", ParamType::kFloat, "1.0", "",
-                   "lambda: weight of cross-GPU selections per GPU against the busiest GPU's load",
-                   0.0, {}, {}},
-         ParamSpec{"home_weight", ParamType::kFloat, "1.0", "",
-                   "weight of selections whose expert is not on the token's home GPU", 0.0, {}, {}},
-         ParamSpec{"affinity_weight", ParamType::kFloat, "1.0", "",
-                   "weight of inter-layer affinity pairs (layer l expert, layer l+1 expert) split across GPUs",
-                   0.0, {}, {}},
-         ParamSpec{"move_weight", ParamType::kFloat, "0", "",
-                   "re-solves: cost of moving one expert, in selections on the busiest GPU per batch of the "
-                   "window; 0 = as ExFlow, the new placement ignores where experts were",
-                   0.0, {}, {}}},
-        [](const ParamSet& p) { return std::make_unique<ExflowPolicy>(p); }});
-
-}  // namespace
 }  // namespace moesim

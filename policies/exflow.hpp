@@ -65,9 +65,20 @@ ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const Exf
 /// The registered `exflow` policy: a profiled static placement, optionally re-solved.
 class ExflowPolicy final : public ExpertParallelPolicy {
  public:
-  explicit ExflowPolicy(const ParamSet& p);
+  explicit ExflowPolicy(const ParamSet& p)
+      : profile_batches_(static_cast<int>(p.get_int("profile_batches"))),
+        resolve_every_(static_cast<int>(p.get_int("resolve_every"))),
+        solve_ms_(p.get_float("solve_ms")),
+        weights_{p.get_float("traffic_weight"), p.get_float("home_weight"), p.get_float("affinity_weight"),
+                 p.get_float("move_weight")} {}
   void setup(const PolicyContext& ctx) override;
-  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override;
+  /// The slot counts of static-ep's contiguous layout in every MoE layer, whatever moved.
+  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
+    std::vector<double> bytes;
+    for (const int s : exflow_slots(ctx.model.experts, ctx.cluster.num_gpus()))
+      bytes.push_back(static_cast<double>(s) * ctx.model.expert_bytes() * ctx.model.num_moe_layers());
+    return bytes;
+  }
   /// The placement in force (after the most recent dispatch).
   const ExflowPlacement& placement() const { return owner_; }
   /// Re-solves applied so far (the initial solve not counted).
@@ -93,7 +104,6 @@ class ExflowPolicy final : public ExpertParallelPolicy {
   int resolves_ = 0;
   std::vector<LayerRouting> current_;          ///< routing of the batch in progress
   std::deque<std::vector<LayerRouting>> seen_;  ///< the last profile_batches complete batches
-  std::vector<int> token_home_;
 };
 
 }  // namespace moesim
