@@ -156,9 +156,8 @@ class Solver {
     const Eigen::MatrixXd& s = gain_[l];
     const double saved = s(a, gb) - s(a, ga) + s(b, ga) - s(b, gb);
     // Experts the swap takes from (+) or brings back to (-) their previous GPU.
-    const int moved = prev_ ? ((gb != (*prev_)[l][a]) - (ga != (*prev_)[l][a]) + (ga != (*prev_)[l][b]) -
-                               (gb != (*prev_)[l][b]))
-                            : 0;
+    const auto* pl = prev_ ? &(*prev_)[l] : nullptr;
+    const int moved = pl ? (gb != (*pl)[a]) - (ga != (*pl)[a]) + (ga != (*pl)[b]) - (gb != (*pl)[b]) : 0;
     if (dn == 0.0 && saved <= tol_[l] && moved >= 0) return false;
     // The load term after the swap in O(1): the max is a changed GPU's or the largest other one.
     const double na = load[ga] + dn, nb = load[gb] - dn;
