@@ -90,6 +90,7 @@ class ExflowPolicy final : public ExpertParallelPolicy {
                                      TaskId all_routed) override;
 
  private:
+  /// Records the finished batch's routing and applies a re-solve when one is due.
   void start_batch(const PolicyContext& ctx, const MoeLayerInput& in);
 
   int profile_batches_;
