@@ -21,7 +21,11 @@ EXPERIMENTS = {
                                 [(f"alpha={a}", [f"workload.routing.alpha={a}"]) for a in (0.0, 0.5, 0.9)]),
     "harmoeny-qwen-skew": ("harmoeny/qwen-skew.yaml",
                            [(f"alpha={a}", [f"workload.routing.alpha={a}"]) for a in (0.0, 0.5, 0.9)]),
-    "harmoeny-switch128-ablation": ("harmoeny/switch128-ablation.yaml", [("alpha=0.9 on 10 experts", [])]),
+    # 32K tokens per batch leave Algorithm 2 per-source slices of ~370 tokens of each hot expert,
+    # under Eq. 4's q = 1994; 256K tokens (the scale at which the paper's static layer takes
+    # ~290 ms, §III) give slices above it.
+    "harmoeny-switch128-ablation": ("harmoeny/switch128-ablation.yaml",
+                                    [(f"batch {b}x128", [f"workload.batch_size={b}"]) for b in (256, 2048)]),
     "harmoeny-switch128-fluctuating": ("harmoeny/switch128-fluctuating.yaml", [("alpha~U[0,0.95] per batch", [])]),
     "moeshard-batch": ("moeshard/switch-base-a100.yaml",
                        [(f"batch={b}", [f"workload.batch_size={b}"]) for b in (10, 50, 100, 250, 450)]),
@@ -36,8 +40,13 @@ COLUMNS = [
     ("TTFT ms", lambda m: m["ttft_ms"]["mean"]),
     ("tokens/s", lambda m: m["throughput_tokens_per_s"]),
     ("idle", lambda m: m["gpu_idle_fraction"]["mean"]),
+    ("waiting", lambda m: m["gpu_time_breakdown"]["mean_fraction"]["waiting"]),
     ("GPU max/mean", lambda m: m["load"]["gpu_max_over_mean"]),
     ("dropped", lambda m: m["tokens_dropped"]),
+    # Throughput across batches (HarMoEny §V-B, Fig. 8): coefficient of variation and the
+    # largest drop between consecutive batches.
+    ("tput CV", lambda m: m["throughput_tokens_per_s_variance"] ** 0.5 / m["throughput_tokens_per_s_per_batch"]["mean"]),
+    ("max drop", lambda m: m["throughput_tokens_per_s_per_batch"]["max_drop_fraction"]),
 ]
 
 
