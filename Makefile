@@ -11,7 +11,7 @@ APT_PACKAGES := g++ pkg-config python3 meson ninja-build libboost-graph-dev liby
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test deps configure build bench sanitize clean
+.PHONY: run test deps configure build bench papers sanitize clean
 
 run: build
 	./$(BUILD)/moesim run scenarios/quickstart.yaml
@@ -40,6 +40,11 @@ build: configure
 # Benchmarks: engine events/s and simulated MoE layers/s (figures recorded in the README).
 bench: build
 	./$(BUILD)/tests/bench_engine
+
+# Paper reproductions: every scenario under scenarios/papers/ over its paper's grid (tables in
+# results/papers/summary.md; claims beside them in scenarios/papers/README.md).
+papers: build
+	python3 scenarios/papers/reproduce.py --moesim ./$(BUILD)/moesim
 
 # The test suite under AddressSanitizer and UBSan, in its own build directory.
 sanitize: deps
