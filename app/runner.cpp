@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "app/metrics.hpp"
 #include "sim/chrome_trace.hpp"
@@ -17,22 +16,15 @@ namespace moesim {
 
 namespace {
 
-std::string fmt_gb(double bytes) {
-  std::ostringstream os;
-  os.precision(3);
-  os << bytes / 1e9 << " GB";
-  return os.str();
-}
-
 void check_fits(const MemoryEstimate& e, const Cluster& c, const PolicyEntry& entry) {
   const std::vector<double> total = e.total();
   for (std::size_t g = 0; g < total.size(); ++g) {
     if (total[g] <= c.spec().gpu.memory_bytes) continue;
     throw InputError(entry.where,
                      "policy '" + entry.label + "': the model does not fit in GPU memory: GPU " + std::to_string(g) +
-                         " needs " + fmt_gb(total[g]) + " (weights " + fmt_gb(e.weights[g]) + ", KV cache " +
-                         fmt_gb(e.kv_cache[g]) + ", activations " + fmt_gb(e.activations[g]) + ") but has " +
-                         fmt_gb(c.spec().gpu.memory_bytes) + " (" + c.spec().gpu.name + ")");
+                         " needs " + gigabytes(total[g]) + " (weights " + gigabytes(e.weights[g]) + ", KV cache " +
+                         gigabytes(e.kv_cache[g]) + ", activations " + gigabytes(e.activations[g]) + ") but has " +
+                         gigabytes(c.spec().gpu.memory_bytes) + " (" + c.spec().gpu.name + ")");
   }
 }
 

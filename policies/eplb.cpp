@@ -39,6 +39,7 @@
 #include "policies/eplb.hpp"
 #include "policies/expert_parallel.hpp"
 #include "policies/expert_copies.hpp"
+#include "policies/quota_dispatch.hpp"
 
 namespace moesim {
 namespace {
@@ -185,36 +186,8 @@ class Eplb final : public ExpertParallelPolicy {
 
     // Even quotas per replica; the first (count mod replicas) replicas take one more.
     std::vector<std::vector<std::int64_t>> quota(E);
-    for (int e = 0; e < E; ++e) {
-      const auto n = static_cast<std::int64_t>(reps[e].size());
-      for (std::int64_t i = 0; i < n; ++i) quota[e].push_back(counts[e] / n + (i < counts[e] % n ? 1 : 0));
-    }
-    auto assign = [&](std::int64_t t, int e, std::size_t rep) {
-      --quota[e][rep];
-      ++d.send[home[t]][reps[e][rep]];
-      ++d.load[reps[e][rep]][e];
-    };
-    // Pass 1: selections whose home GPU holds a replica with quota left stay local.
-    std::vector<char> placed(r.experts.size(), 0);
-    for (std::int64_t t = 0; t < r.num_tokens; ++t)
-      for (int s = 0; s < r.top_k; ++s) {
-        const int e = r.expert(t, s);
-        for (std::size_t i = 0; i < reps[e].size(); ++i)
-          if (reps[e][i] == home[t] && quota[e][i] > 0) {
-            assign(t, e, i);
-            placed[t * r.top_k + s] = 1;
-            break;
-          }
-      }
-    // Pass 2: the rest fill the remaining quotas, replicas in order, tokens in order.
-    std::vector<std::size_t> next(E, 0);
-    for (std::int64_t t = 0; t < r.num_tokens; ++t)
-      for (int s = 0; s < r.top_k; ++s) {
-        if (placed[t * r.top_k + s]) continue;
-        const int e = r.expert(t, s);
-        while (quota[e][next[e]] == 0) ++next[e];
-        assign(t, e, next[e]);
-      }
+    for (int e = 0; e < E; ++e) quota[e] = even_quotas(counts[e], static_cast<int>(reps[e].size()), 0);
+    assign_home_first(r, home, reps, quota, d);
     return d;
   }
 

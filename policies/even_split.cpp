@@ -16,75 +16,17 @@
 // load and execute every expert"). `auto` is resident when that fits in GPU memory, else stream.
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "models/model_spec.hpp"
 #include "policies/expert_parallel.hpp"
 #include "policies/memory.hpp"
+#include "policies/quota_dispatch.hpp"
 
 namespace moesim {
 
-// Shared helpers of quota-based replica dispatch (eplb's split over replicas is the case of a
-// zero rotation); declared here until a header holds them.
-
-/// Quotas of `count` selections over `n` parts differing by at most one: ⌊count/n⌋ each, plus one
-/// for the count mod n parts starting at part `first`, cyclically.
-std::vector<std::int64_t> even_quotas(std::int64_t count, int n, int first);
-
-/// Adds every selection of `r` to `d`, on one of its expert's GPUs `gpus_of[e]` (parallel to
-/// `quota[e]`, which is consumed): first on the token's home GPU while its quota lasts, then the
-/// remaining selections fill the other quotas, GPUs in list order, tokens in order. The quotas of
-/// an expert must sum to its selections.
-void assign_home_first(const LayerRouting& r, const std::vector<int>& home, const std::vector<std::vector<int>>& gpus_of,
-                       std::vector<std::vector<std::int64_t>>& quota, Dispatch& d);
-
-std::vector<std::int64_t> even_quotas(std::int64_t count, int n, int first) {
-  std::vector<std::int64_t> q(static_cast<std::size_t>(n), count / n);
-  for (std::int64_t i = 0; i < count % n; ++i) ++q[static_cast<std::size_t>((first + i) % n)];
-  return q;
-}
-
-void assign_home_first(const LayerRouting& r, const std::vector<int>& home, const std::vector<std::vector<int>>& gpus_of,
-                       std::vector<std::vector<std::int64_t>>& quota, Dispatch& d) {
-  auto assign = [&](std::int64_t t, int e, std::size_t i) {
-    --quota[e][i];
-    ++d.send[home[t]][gpus_of[e][i]];
-    ++d.load[gpus_of[e][i]][e];
-  };
-  // Pass 1: selections whose home GPU holds the expert with quota left stay local.
-  std::vector<char> placed(r.experts.size(), 0);
-  for (std::int64_t t = 0; t < r.num_tokens; ++t)
-    for (int s = 0; s < r.top_k; ++s) {
-      const int e = r.expert(t, s);
-      for (std::size_t i = 0; i < gpus_of[e].size(); ++i)
-        if (gpus_of[e][i] == home[t] && quota[e][i] > 0) {
-          assign(t, e, i);
-          placed[t * r.top_k + s] = 1;
-          break;
-        }
-    }
-  // Pass 2: the rest fill the remaining quotas in order.
-  std::vector<std::size_t> next(gpus_of.size(), 0);
-  for (std::int64_t t = 0; t < r.num_tokens; ++t)
-    for (int s = 0; s < r.top_k; ++s) {
-      if (placed[t * r.top_k + s]) continue;
-      const int e = r.expert(t, s);
-      while (next[e] < quota[e].size() && quota[e][next[e]] == 0) ++next[e];
-      if (next[e] == quota[e].size()) throw std::logic_error("assign_home_first: quotas short of selections");
-      assign(t, e, next[e]);
-    }
-}
-
 namespace {
-
-std::string gb(double bytes) {
-  std::ostringstream os;
-  os.precision(3);
-  os << bytes / 1e9 << " GB";
-  return os.str();
-}
 
 class EvenSplit final : public ExpertParallelPolicy {
  public:
@@ -112,8 +54,8 @@ class EvenSplit final : public ExpertParallelPolicy {
       if (buffers_[g] < 2)
         throw InputError(SourceLocation{},
                          "even-split: streaming expert weights needs at least 2 expert buffers per GPU, but GPU " +
-                             std::to_string(g) + " has room for " + std::to_string(buffers_[g]) + " (" + gb(free[g]) +
-                             " left beside the other weights, KV cache and activations; " + gb(eb) + " per expert)");
+                             std::to_string(g) + " has room for " + std::to_string(buffers_[g]) + " (" + gigabytes(free[g]) +
+                             " left beside the other weights, KV cache and activations; " + gigabytes(eb) + " per expert)");
     }
   }
 

@@ -1,5 +1,7 @@
 #include "policies/memory.hpp"
 
+#include <sstream>
+
 #include "models/operators.hpp"
 #include "policies/batch_planner.hpp"
 
@@ -44,6 +46,13 @@ std::vector<std::int64_t> balanced_selections(const ModelSpec& m, const std::vec
   for (auto t : home) tokens += t;
   const auto G = static_cast<std::int64_t>(home.size());
   return std::vector<std::int64_t>(home.size(), (tokens * m.top_k + G - 1) / G);
+}
+
+std::string gigabytes(double bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << bytes / 1e9 << " GB";
+  return os.str();
 }
 
 std::vector<double> memory_headroom(const Policy& policy, const PolicyContext& ctx) {

@@ -4,6 +4,7 @@
 // layout fits; policies that add expert copies at run time (duplication, shadowing) bound them by
 // the headroom this leaves.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "policies/policy.hpp"
@@ -27,6 +28,9 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Polic
 std::vector<std::int64_t> home_tokens_of(const PrefillWorkload& w, int gpus);
 /// Selections per GPU if the layer were perfectly balanced (the memory check's working set).
 std::vector<std::int64_t> balanced_selections(const ModelSpec& m, const std::vector<std::int64_t>& home);
+
+/// "12.3 GB" (decimal gigabytes, three significant digits) for error messages.
+std::string gigabytes(double bytes);
 
 /// Bytes left on each GPU once `policy`'s layout, the KV cache and a balanced layer's
 /// activations are in place (negative when it does not fit).

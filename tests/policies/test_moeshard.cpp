@@ -18,26 +18,15 @@
 namespace moesim {
 namespace {
 
+using testing_support::bytes_into;
 using testing_support::fixed_routing;
+using testing_support::ops_of_phase;
+using testing_support::plan_with;
 
 std::unique_ptr<Policy> make_moeshard(bool fused) {
   YAML::Node opts;
   opts["fused"] = fused;
   return testing_support::make_policy("moeshard", opts);
-}
-
-BatchPlan plan_with(Policy& policy, const PolicyContext& ctx, const LayerRouting& r) {
-  policy.setup(ctx);
-  return plan_batch(policy, ctx, 0, std::vector<LayerRouting>(static_cast<std::size_t>(ctx.model.num_moe_layers()), r));
-}
-
-/// Per GPU: the ops of its expert-phase compute tasks in `layer`, in plan order.
-std::vector<std::vector<Op>> expert_work(const TaskGraph& g, int layer, int gpus) {
-  std::vector<std::vector<Op>> out(static_cast<std::size_t>(gpus));
-  for (const Task& t : g.tasks())
-    if (t.kind == TaskKind::kCompute && t.phase == Phase::kExperts && t.layer == layer)
-      for (const Op& op : g.ops_of(t)) out[static_cast<std::size_t>(t.gpu)].push_back(op);
-  return out;
 }
 
 /// A readable fingerprint of an op list (names, shapes, groups, FLOPs, bytes).
@@ -50,16 +39,6 @@ std::string fingerprint(const std::vector<Op>& ops) {
     s += "]\n";
   }
   return s;
-}
-
-/// Bytes of `phase` transfers that arrive at each GPU in `layer`.
-std::vector<double> bytes_into(const TaskGraph& g, const Cluster& c, Phase phase, int layer) {
-  std::vector<double> in(static_cast<std::size_t>(c.num_gpus()), 0.0);
-  for (const Task& t : g.tasks())
-    if (t.kind == TaskKind::kTransfer && t.phase == phase && t.layer == layer)
-      for (int gpu = 0; gpu < c.num_gpus(); ++gpu)
-        if (t.dst == c.gpu_endpoint(gpu)) in[static_cast<std::size_t>(gpu)] += t.bytes;
-  return in;
 }
 
 /// Top-2 routing over `experts`: every token picks expert 0 (heavily skewed) and one other.
@@ -118,7 +97,7 @@ TEST_F(MoeShardPlan, ExpertComputeIsIdenticalOnEveryGpuUnderAnySkew) {
     for (bool fused : {true, false}) {
       auto policy = make_moeshard(fused);
       const BatchPlan bp = plan_with(*policy, ctx, *r);
-      const auto work = expert_work(bp.graph, first_moe_layer(), 4);
+      const auto work = ops_of_phase(bp.graph, Phase::kExperts, first_moe_layer(), 4);
       ASSERT_FALSE(work[0].empty());
       for (int g = 1; g < 4; ++g) {
         EXPECT_EQ(fingerprint(work[g]), fingerprint(work[0])) << "GPU " << g << " fused " << fused;
@@ -129,7 +108,7 @@ TEST_F(MoeShardPlan, ExpertComputeIsIdenticalOnEveryGpuUnderAnySkew) {
   YAML::Node opts;
   opts["placement"] = "contiguous";
   auto ep = testing_support::make_policy("static-ep", opts);
-  const auto ep_work = expert_work(plan_with(*ep, ctx, skewed).graph, first_moe_layer(), 4);
+  const auto ep_work = ops_of_phase(plan_with(*ep, ctx, skewed).graph, Phase::kExperts, first_moe_layer(), 4);
   EXPECT_GT(cost.ops_time(ep_work[0]), 2 * cost.ops_time(ep_work[3]));
 }
 
@@ -149,7 +128,7 @@ TEST_F(MoeShardPlan, EverySelectionIsComputedAndNothingDropped) {
       EXPECT_EQ(std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), std::int64_t{0}), 4 * selections);
     }
     double gemm_flops = 0.0;
-    for (const auto& ops : expert_work(bp.graph, first_moe_layer(), 4))
+    for (const auto& ops : ops_of_phase(bp.graph, Phase::kExperts, first_moe_layer(), 4))
       for (const Op& op : ops)
         if (op.kind == OpKind::kGroupedGemm) gemm_flops += op.flops;
     double unsharded = 0.0;
@@ -200,8 +179,8 @@ TEST_F(MoeShardPlan, UnfusedRunsOneKernelSetPerExpertSlice) {
   const LayerRouting r = fixed_routing({30, 20, 20, 10, 10, 10, 10, 18});
   auto fused = make_moeshard(true);
   auto unfused = make_moeshard(false);
-  const auto f = expert_work(plan_with(*fused, ctx, r).graph, first_moe_layer(), 4);
-  const auto u = expert_work(plan_with(*unfused, ctx, r).graph, first_moe_layer(), 4);
+  const auto f = ops_of_phase(plan_with(*fused, ctx, r).graph, Phase::kExperts, first_moe_layer(), 4);
+  const auto u = ops_of_phase(plan_with(*unfused, ctx, r).graph, Phase::kExperts, first_moe_layer(), 4);
   for (int g = 0; g < 4; ++g) {
     ASSERT_FALSE(f[g].empty());
     EXPECT_EQ(u[g].size(), static_cast<std::size_t>(model.experts) * f[g].size());

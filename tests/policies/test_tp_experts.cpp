@@ -18,33 +18,12 @@
 namespace moesim {
 namespace {
 
+using testing_support::bytes_into;
 using testing_support::fixed_routing;
+using testing_support::ops_of_phase;
+using testing_support::plan_with;
 
 std::unique_ptr<Policy> make(const std::string& name) { return testing_support::make_policy(name, YAML::Node()); }
-
-BatchPlan plan_with(Policy& policy, const PolicyContext& ctx, const LayerRouting& r) {
-  policy.setup(ctx);
-  return plan_batch(policy, ctx, 0, std::vector<LayerRouting>(static_cast<std::size_t>(ctx.model.num_moe_layers()), r));
-}
-
-/// Per GPU: the ops of its compute tasks of `phase` in `layer`.
-std::vector<std::vector<Op>> ops_of_phase(const TaskGraph& g, Phase phase, int layer, int gpus) {
-  std::vector<std::vector<Op>> out(static_cast<std::size_t>(gpus));
-  for (const Task& t : g.tasks())
-    if (t.kind == TaskKind::kCompute && t.phase == phase && t.layer == layer)
-      for (const Op& op : g.ops_of(t)) out[static_cast<std::size_t>(t.gpu)].push_back(op);
-  return out;
-}
-
-/// Bytes of `phase` transfers that arrive at each GPU in `layer`.
-std::vector<double> bytes_into(const TaskGraph& g, const Cluster& c, Phase phase, int layer) {
-  std::vector<double> in(static_cast<std::size_t>(c.num_gpus()), 0.0);
-  for (const Task& t : g.tasks())
-    if (t.kind == TaskKind::kTransfer && t.phase == phase && t.layer == layer)
-      for (int gpu = 0; gpu < c.num_gpus(); ++gpu)
-        if (t.dst == c.gpu_endpoint(gpu)) in[static_cast<std::size_t>(gpu)] += t.bytes;
-  return in;
-}
 
 double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 

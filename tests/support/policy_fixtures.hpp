@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/routing.hpp"
+#include "policies/batch_planner.hpp"
 #include "policies/policy.hpp"
 
 namespace moesim::testing_support {
@@ -44,6 +45,31 @@ inline LayerRouting fixed_routing(const std::vector<std::int64_t>& counts) {
     for (std::int64_t i = 0; i < counts[e]; ++i) r.experts.push_back(static_cast<int>(e));
   r.num_tokens = static_cast<std::int64_t>(r.experts.size());
   return r;
+}
+
+/// Sets `policy` up and plans batch 0 with `r` as the routing of every MoE layer.
+inline BatchPlan plan_with(Policy& policy, const PolicyContext& ctx, const LayerRouting& r) {
+  policy.setup(ctx);
+  return plan_batch(policy, ctx, 0, std::vector<LayerRouting>(static_cast<std::size_t>(ctx.model.num_moe_layers()), r));
+}
+
+/// Per GPU: the ops of its compute tasks of `phase` in `layer`, in plan order.
+inline std::vector<std::vector<Op>> ops_of_phase(const TaskGraph& g, Phase phase, int layer, int gpus) {
+  std::vector<std::vector<Op>> out(static_cast<std::size_t>(gpus));
+  for (const Task& t : g.tasks())
+    if (t.kind == TaskKind::kCompute && t.phase == phase && t.layer == layer)
+      for (const Op& op : g.ops_of(t)) out[static_cast<std::size_t>(t.gpu)].push_back(op);
+  return out;
+}
+
+/// Bytes of `phase` transfers that arrive at each GPU in `layer`.
+inline std::vector<double> bytes_into(const TaskGraph& g, const Cluster& c, Phase phase, int layer) {
+  std::vector<double> in(static_cast<std::size_t>(c.num_gpus()), 0.0);
+  for (const Task& t : g.tasks())
+    if (t.kind == TaskKind::kTransfer && t.phase == phase && t.layer == layer)
+      for (int gpu = 0; gpu < c.num_gpus(); ++gpu)
+        if (t.dst == c.gpu_endpoint(gpu)) in[static_cast<std::size_t>(gpu)] += t.bytes;
+  return in;
 }
 
 }  // namespace moesim::testing_support
