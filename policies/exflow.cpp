@@ -206,7 +206,8 @@ const bool registered = policies().add(
     "exflow",
     "ExFlow (HarMoEny §III, §V): profiled static placement by inter-layer affinity and load, stale between re-solves",
     PolicyInfo{
-        {number("profile_batches", ParamType::kInt, "8", "batches",
+        {placement_param(),
+         number("profile_batches", ParamType::kInt, "8", "batches",
                 "profiling window: profiling batches before serving, then the last batches observed for a re-solve", 1),
          number("resolve_every", ParamType::kInt, "0", "batches",
                 "0 = solve once before serving; n > 0 = re-solve from the observed routing every n batches", 0),
@@ -249,9 +250,9 @@ void ExflowProfile::add_batch(const std::vector<LayerRouting>& routing, const st
   }
 }
 
-std::vector<int> exflow_slots(int experts, int gpus) {
+std::vector<int> exflow_slots(int experts, int gpus, const std::string& placement) {
   std::vector<int> slots(gpus, 0);
-  for (const int g : static_owner("contiguous", experts, gpus)) ++slots[g];
+  for (const int g : static_owner(placement, experts, gpus)) ++slots[g];
   return slots;
 }
 
@@ -320,14 +321,18 @@ ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const Exf
 
 void ExflowPolicy::setup(const PolicyContext& ctx) {
   const int E = ctx.model.experts, G = ctx.cluster.num_gpus(), M = ctx.model.num_moe_layers();
-  slots_ = exflow_slots(E, G);
+  slots_ = exflow_slots(E, G, placement_);
+  const ExflowPlacement start(static_cast<std::size_t>(M), static_owner(placement_, E, G));
   previous_.clear();
   current_.clear();
   seen_.clear();
   current_batch_ = -1;
   served_ = resolves_ = 0;
-  // No routing model to profile: static-ep's contiguous layout.
-  if (!ctx.profile_routing || M == 0) return owner_.assign(M, static_owner("contiguous", E, G));
+  // No routing model to profile: the static layout.
+  if (!ctx.profile_routing || M == 0) {
+    owner_ = start;
+    return;
+  }
   // Profiling batches have the served batches' shape: the same token homes (batch_planner.cpp).
   std::vector<int> token_home;
   const auto home = home_tokens_of(ctx.workload, G);
@@ -338,7 +343,10 @@ void ExflowPolicy::setup(const PolicyContext& ctx) {
     for (int l = 0; l < M; ++l) layers.push_back(ctx.profile_routing(i, l));
     profile.add_batch(layers, token_home);
   }
-  owner_ = exflow_place(profile, slots_, weights_);
+  // The weights are loaded in the solved layout before serving (untimed); its GPUs are renamed to
+  // keep as many experts as possible where the static layout has them, so `placement` decides
+  // which of the equally good solutions is served.
+  owner_ = exflow_keep_in_place(exflow_place(profile, slots_, weights_), start, slots_);
 }
 
 void ExflowPolicy::start_batch(const PolicyContext& ctx, const MoeLayerInput& in) {

@@ -3,6 +3,7 @@
 // solver, exposed so that tests can check the solver on hand-made profiles.
 #include <Eigen/Dense>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "policies/expert_parallel.hpp"
@@ -38,7 +39,7 @@ using ExflowPlacement = std::vector<std::vector<int>>;
 
 /// Expert slots per GPU: the counts of the static contiguous split (expert e on GPU ⌊e·G/E⌋), so
 /// E/G each when G divides E and otherwise ⌊E/G⌋ or ⌈E/G⌉, as static-ep's default layout.
-std::vector<int> exflow_slots(int experts, int gpus);
+std::vector<int> exflow_slots(int experts, int gpus, const std::string& placement = "contiguous");
 
 /// The objective's parts for one placement.
 struct ExflowCost {
@@ -66,16 +67,17 @@ ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const Exf
 class ExflowPolicy final : public ExpertParallelPolicy {
  public:
   explicit ExflowPolicy(const ParamSet& p)
-      : profile_batches_(static_cast<int>(p.get_int("profile_batches"))),
+      : placement_(p.get_string("placement")),
+        profile_batches_(static_cast<int>(p.get_int("profile_batches"))),
         resolve_every_(static_cast<int>(p.get_int("resolve_every"))),
         solve_ms_(p.get_float("solve_ms")),
         weights_{p.get_float("traffic_weight"), p.get_float("home_weight"), p.get_float("affinity_weight"),
                  p.get_float("move_weight")} {}
   void setup(const PolicyContext& ctx) override;
-  /// The slot counts of static-ep's contiguous layout in every MoE layer, whatever moved.
+  /// The slot counts of the static `placement` in every MoE layer, whatever moved.
   std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
     std::vector<double> bytes;
-    for (const int s : exflow_slots(ctx.model.experts, ctx.cluster.num_gpus()))
+    for (const int s : exflow_slots(ctx.model.experts, ctx.cluster.num_gpus(), placement_))
       bytes.push_back(static_cast<double>(s) * ctx.model.expert_bytes() * ctx.model.num_moe_layers());
     return bytes;
   }
@@ -93,6 +95,7 @@ class ExflowPolicy final : public ExpertParallelPolicy {
   /// Records the finished batch's routing and applies a re-solve when one is due.
   void start_batch(const PolicyContext& ctx, const MoeLayerInput& in);
 
+  std::string placement_;  ///< the static layout before (or without) a profile
   int profile_batches_;
   int resolve_every_;
   double solve_ms_;

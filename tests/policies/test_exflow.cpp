@@ -274,6 +274,33 @@ TEST_F(ExFlowPlan, SameSeedSamePlacementAndBalancedSlots) {
   }
 }
 
+// The issue's `placement` option: the static layout exflow serves without a profile, and the one
+// its first solve is renamed toward (ties between equally good solutions keep experts there).
+TEST_F(ExFlowPlan, PlacementIsTheStartingLayout) {
+  use_routing("uniform", YAML::Node(YAML::NodeType::Map));
+  auto overlap = [&](const std::string& placement, const std::string& against) {
+    YAML::Node opts;
+    opts["placement"] = placement;
+    opts["profile_batches"] = 2;
+    auto policy = make_policy("exflow", opts);
+    policy->setup(context());
+    const std::vector<int> layout = static_owner(against, model.experts, 4);
+    int same = 0;
+    for (const auto& layer : as_exflow(*policy).placement())
+      for (int e = 0; e < model.experts; ++e) same += layer[e] == layout[e];
+    return same;
+  };
+  EXPECT_GT(overlap("round-robin", "round-robin"), overlap("contiguous", "round-robin"));
+  EXPECT_GT(overlap("contiguous", "contiguous"), overlap("round-robin", "contiguous"));
+
+  // Without a routing model to profile, exflow serves the static layout as it is.
+  YAML::Node opts;
+  opts["placement"] = "round-robin";
+  auto unprofiled = make_policy("exflow", opts);
+  unprofiled->setup(PolicyContext{model, cluster, wl});
+  for (const auto& layer : as_exflow(*unprofiled).placement()) EXPECT_EQ(layer, static_owner("round-robin", 64, 4));
+}
+
 TEST_F(ExFlowPlan, StaleWithoutResolveAndConservesTokens) {
   YAML::Node fl;
   fl["hot_experts"] = 4;
