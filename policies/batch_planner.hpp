@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "policies/policy.hpp"
+#include "predictors/forecast.hpp"
 
 namespace moesim {
 
@@ -20,8 +21,10 @@ struct BatchPlan {
 /// Sequences of a batch per GPU: contiguous blocks, sizes differing by at most one.
 std::vector<std::int64_t> sequences_per_gpu(std::int64_t batch_size, int gpus);
 
-/// Plans batch `batch`; `routing[i]` is the routing of the i-th MoE layer.
+/// Plans batch `batch`; `routing[i]` is the routing of the i-th MoE layer and `forecasts[i]`, if
+/// given, what the predictor forecast for it. A forecast's overhead is spent on every GPU before
+/// that layer's attention (the predictor runs there, MoE-GPS §3.1).
 BatchPlan plan_batch(Policy& policy, const PolicyContext& ctx, int batch,
-                     const std::vector<LayerRouting>& routing);
+                     const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts = nullptr);
 
 }  // namespace moesim

@@ -11,6 +11,7 @@
 #include "models/model_spec.hpp"
 #include "models/routing.hpp"
 #include "models/workload.hpp"
+#include "predictors/forecast.hpp"
 #include "sim/params.hpp"
 #include "sim/registry.hpp"
 #include "sim/task_graph.hpp"
@@ -45,6 +46,9 @@ struct MoeLayerInput {
   std::vector<std::int64_t> home_tokens;         ///< tokens per home GPU
   std::vector<TaskId> ready;                     ///< per GPU: router finished
   std::vector<TaskId> layer_start;               ///< per GPU: previous layer done, attention begins
+  /// What the scenario's predictor forecast for this layer before its attention (never null
+  /// inside plan_batch; Kind::kNone when nothing is predicted).
+  const Forecast* forecast = nullptr;
 };
 
 /// What the policy reports back for one MoE layer.

@@ -7,9 +7,39 @@ Registry<PredictorInfo>& predictors() {
   return registry;
 }
 
-namespace {
-const bool registered_none = predictors().add(
-    "none", "no prediction: the policy sees the routing only when the router has run", PredictorInfo{{}});
-}  // namespace
+void Predictor::setup(const PredictorContext& /*ctx*/) {}
+void Predictor::observe(int /*batch*/, int /*moe_layer*/, const LayerRouting& /*truth*/) {}
 
+const char* error_model_name(ErrorModel m) {
+  switch (m) {
+    case ErrorModel::kOptimistic: return "optimistic";
+    case ErrorModel::kTypical: return "typical";
+    case ErrorModel::kPessimistic: return "pessimistic";
+  }
+  return "?";
+}
+
+bool parse_error_model(const std::string& s, ErrorModel& out) {
+  if (s == "optimistic") out = ErrorModel::kOptimistic;
+  else if (s == "typical") out = ErrorModel::kTypical;
+  else if (s == "pessimistic") out = ErrorModel::kPessimistic;
+  else return false;
+  return true;
+}
+
+namespace {
+
+/// MoE-GPS "no prediction": the policy sees the routing only when the router has run.
+class NoPrediction final : public Predictor {
+ public:
+  Forecast forecast(int /*batch*/, int /*moe_layer*/, const LayerRouting& /*truth*/, Rng& /*rng*/) override {
+    return Forecast{};
+  }
+};
+
+const bool registered_none = predictors().add(
+    "none", "no prediction: the policy sees the routing only when the router has run",
+    PredictorInfo{{}, [](const ParamSet&) { return std::make_unique<NoPrediction>(); }});
+
+}  // namespace
 }  // namespace moesim

@@ -17,6 +17,7 @@ const char* phase_name(Phase p) {
     case Phase::kSchedule: return "schedule";
     case Phase::kFetch: return "fetch";
     case Phase::kCollective: return "collective";
+    case Phase::kPredict: return "predict";
     case Phase::kOther: return "other";
   }
   return "?";

@@ -28,6 +28,7 @@ enum class Phase : std::uint8_t {
   kSchedule,   ///< policy's own CPU-side decision time
   kFetch,      ///< expert weights moved (host→device or peer)
   kCollective, ///< other collectives (metadata exchange, all-reduce)
+  kPredict,    ///< an expert-load predictor's online overhead
   kOther,
 };
 const char* phase_name(Phase p);

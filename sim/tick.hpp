@@ -21,6 +21,7 @@ inline Tick seconds_to_ticks(double s) {
   return static_cast<Tick>(std::ceil(s * static_cast<double>(kPsPerS)));
 }
 inline Tick us_to_ticks(double us) { return seconds_to_ticks(us * 1e-6); }
+inline Tick ms_to_ticks(double ms) { return seconds_to_ticks(ms * 1e-3); }
 inline double ticks_to_seconds(Tick t) { return static_cast<double>(t) / static_cast<double>(kPsPerS); }
 inline double ticks_to_ms(Tick t) { return static_cast<double>(t) / static_cast<double>(kPsPerMs); }
 inline double ticks_to_us(Tick t) { return static_cast<double>(t) / static_cast<double>(kPsPerUs); }
