@@ -145,7 +145,8 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   const TaskId all_computed = plan.join(experts_done, Phase::kCombine, L);
   std::vector<std::vector<double>> back(G, std::vector<double>(G, 0.0));
   for (int s = 0; s < G; ++s)
-    for (int t = 0; t < G; ++t) back[t][s] = bytes[s][t];
+    for (int t = 0; t < G; ++t)
+      back[s][t] = d.gather.empty() ? bytes[t][s] : static_cast<double>(d.gather[s][t]) * tb;
   const std::vector<TaskId> gathered =
       add_all_to_all(plan, cl, gpus, back, Phase::kCombine, L, std::vector<TaskId>(G, all_computed));
 

@@ -36,6 +36,11 @@ struct Dispatch {
   std::vector<std::vector<std::int64_t>> send;
   /// load[gpu][expert]: selections GPU `gpu` computes for `expert`.
   std::vector<std::vector<std::int64_t>> load;
+  /// gather[src][dst]: expert outputs moving from the GPU that computed them back to their
+  /// token's home GPU. Empty (the default): the reverse of `send`. Set when the selections did
+  /// not travel home → computing GPU in the scatter (e.g. tokens a token-to-expert prediction
+  /// placed on their expert's GPU before attention, MoE-GPS §3.2.2).
+  std::vector<std::vector<std::int64_t>> gather;
   std::int64_t dropped = 0;
 
   /// Weight copies that must land before the destination computes its experts.

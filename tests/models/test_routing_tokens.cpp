@@ -1,0 +1,1 @@
+// Placeholder: filled in by the tokens work of issue 4.

@@ -1,0 +1,1 @@
+// Placeholder: filled in by the predictors work of issue 4.
