@@ -169,6 +169,8 @@ nlohmann::json BatchMetrics::to_json() const {
           {"alltoall_ms", alltoall_ms},
           {"skewness", skewness},
           {"gpu_max_over_mean", gpu_max_over_mean},
+          {"predictor_overhead_ms", predictor_overhead_ms},
+          {"prediction_error", prediction_error},
           {"tokens_dropped", tokens_dropped}};
 }
 
@@ -176,11 +178,12 @@ MetricsCollector::MetricsCollector(const Cluster& cluster)
     : cluster_(cluster), gpu_time_(cluster.num_gpus()), memory_(cluster.num_gpus(), 0.0) {}
 
 void MetricsCollector::add_batch(const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
-                                 const std::vector<double>& skewness, std::int64_t tokens) {
+                                 const std::vector<double>& skewness, std::int64_t tokens,
+                                 const std::vector<Forecast>& forecasts) {
   const TaskGraph& g = plan.graph;
   const int G = cluster_.num_gpus();
   const std::size_t first_layer = layer_ms_.size(), first_imbalance = gpu_imbalance_.size(),
-                    first_skew = skewness_.size();
+                    first_skew = skewness_.size(), first_forecast = error_.size();
   Tick end = start;
   int layers = 0;
   for (const auto& t : g.tasks()) layers = std::max(layers, t.layer + 1);
@@ -232,6 +235,10 @@ void MetricsCollector::add_batch(const BatchPlan& plan, const std::vector<TaskTi
     gpu_imbalance_.push_back(total > 0 ? mx / (total / static_cast<double>(moe.gpu_tokens.size())) : 1.0);
   }
   skewness_.insert(skewness_.end(), skewness.begin(), skewness.end());
+  for (const Forecast& f : forecasts) {
+    overhead_ms_.push_back(f.overhead_ms);
+    error_.push_back(f.error);
+  }
   b.batch = static_cast<int>(batches_.size());
   b.start = start;
   b.duration = end - start;
@@ -241,6 +248,8 @@ void MetricsCollector::add_batch(const BatchPlan& plan, const std::vector<TaskTi
   b.alltoall_ms = mean_since(alltoall_ms_, first_layer);
   b.skewness = mean_since(skewness_, first_skew);
   b.gpu_max_over_mean = mean_since(gpu_imbalance_, first_imbalance);
+  b.predictor_overhead_ms = mean_since(overhead_ms_, first_forecast);
+  b.prediction_error = mean_since(error_, first_forecast);
   batches_.push_back(b);
   dropped_ += b.tokens_dropped;
   total_time_ += b.duration;
@@ -271,6 +280,10 @@ nlohmann::json MetricsCollector::summary() const {
                {"skewness_max", max_of(skewness_)},
                {"gpu_max_over_mean", mean_of(gpu_imbalance_)},
                {"gpu_max_over_mean_max", max_of(gpu_imbalance_)}};
+  // Means over MoE layers (of every batch) of what the predictor said it cost and how wrong it
+  // was; the cost is also in the latencies, as the delay before each layer's attention.
+  m["predictor_overhead_ms"] = mean_of(overhead_ms_);
+  m["prediction_error"] = mean_of(error_);
   m["tokens_dropped"] = dropped_;
   m["tokens"] = tokens_;
   m["makespan_ms"] = ticks_to_ms(total_time_);

@@ -58,6 +58,8 @@ struct BatchMetrics {
   double alltoall_ms = 0.0;
   double skewness = 0.0;
   double gpu_max_over_mean = 0.0;
+  double predictor_overhead_ms = 0.0;  ///< the forecasts' overhead (MoE-GPS §3.2.2)
+  double prediction_error = 0.0;       ///< the forecasts' ε (MoE-GPS §3.3); 0 without forecasts
 
   double throughput_tokens_per_s() const;
   nlohmann::json to_json() const;
@@ -68,10 +70,12 @@ class MetricsCollector {
  public:
   explicit MetricsCollector(const Cluster& cluster);
 
-  /// Records one executed batch that started at `start`. `skewness` is per MoE layer. Batches
-  /// are numbered in the order they are added.
+  /// Records one executed batch that started at `start`. `skewness` and `forecasts` (what the
+  /// predictor said before each layer; empty: no predictor) are per MoE layer. Batches are
+  /// numbered in the order they are added.
   void add_batch(const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
-                 const std::vector<double>& skewness, std::int64_t tokens);
+                 const std::vector<double>& skewness, std::int64_t tokens,
+                 const std::vector<Forecast>& forecasts = {});
   void set_memory(std::vector<double> per_gpu_bytes) { memory_ = std::move(per_gpu_bytes); }
   nlohmann::json summary() const;
 
@@ -81,6 +85,8 @@ class MetricsCollector {
   std::vector<double> alltoall_ms_;   ///< per (batch, MoE layer)
   std::vector<double> skewness_;      ///< per (batch, MoE layer)
   std::vector<double> gpu_imbalance_; ///< per (batch, MoE layer)
+  std::vector<double> overhead_ms_;   ///< per (batch, MoE layer) with a forecast
+  std::vector<double> error_;         ///< per (batch, MoE layer) with a forecast
   std::vector<BatchMetrics> batches_;
   std::vector<GpuTime> gpu_time_;     ///< per GPU, summed over batches
   Tick total_time_ = 0;

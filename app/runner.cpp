@@ -10,6 +10,7 @@
 #include "models/operators.hpp"
 #include "policies/batch_planner.hpp"
 #include "policies/memory.hpp"
+#include "predictors/predictor.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {
@@ -28,10 +29,12 @@ void check_fits(const MemoryEstimate& e, const Cluster& c, const PolicyEntry& en
   }
 }
 
-// A policy's own problems (e.g. replicas that cannot be spread evenly) are located at its entry.
-void setup_policy(Policy& policy, const PolicyContext& ctx, const PolicyEntry& entry) {
+// A plug-in's own problems (e.g. a policy's replicas that cannot be spread evenly, a trained
+// predictor's unreadable trace) are located at its scenario entry.
+template <typename F>
+void at_entry(const PluginEntry& entry, F&& setup) {
   try {
-    policy.setup(ctx);
+    setup();
   } catch (const InputError& e) {
     std::vector<Diagnostic> located;
     for (auto d : e.diagnostics()) {
@@ -59,6 +62,26 @@ PolicyContext policy_context(const Scenario& s, const Cluster& cluster, const Ro
   return ctx;
 }
 
+// A predictor's offline training window (PredictorContext::training_routing) is drawn from a
+// stream of its own, apart from both the simulated batches and the policies' profiling window, so
+// an estimate is never scored on the data it was fit on (MoE-GPS §3.2.1 splits train and test).
+// Like profiling batches, training batches use routing batch indices -1, -2, ...: to a
+// per-batch routing model (e.g. `fluctuating`) they are offline batches of the same traffic.
+constexpr std::uint64_t kTrainingStream = 0x7EA1D47AULL;
+// Per (batch, MoE layer) streams of the predictors' own draws (which selections an
+// accuracy-parameterised predictor gets right): independent of the routing draws, and the same
+// for every policy, so policies are compared on identical forecasts.
+constexpr std::uint64_t kPredictorStream = 0x93ED1C7ULL;
+
+PredictorContext predictor_context(const Scenario& s, const Cluster& cluster, const RoutingModel& routing) {
+  PredictorContext ctx{s.model, s.workload, cluster.num_gpus()};
+  ctx.training_routing = [&s, &routing](int i, int moe_layer) {
+    Rng rng = Rng::derive(s.seed, kTrainingStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
+    return routing.route(-(i + 1), moe_layer, s.workload.tokens_per_batch(), rng);
+  };
+  return ctx;
+}
+
 }  // namespace
 
 void check_scenario_fits(const Scenario& s) {
@@ -68,7 +91,7 @@ void check_scenario_fits(const Scenario& s) {
   const auto home = home_tokens_of(s.workload, cluster.num_gpus());
   for (const auto& entry : s.policies) {
     auto policy = policies().get(entry.name).value.make(entry.params);
-    setup_policy(*policy, ctx, entry);
+    at_entry(entry, [&] { policy->setup(ctx); });
     check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s.model, home)), cluster, entry);
   }
 }
@@ -105,16 +128,20 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
 
 namespace {
 
-nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::string& predictor,
+/// One run: `entry`'s policy with `pred`'s predictor over every batch of `s`.
+nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const PredictorEntry& pred,
                        const std::string& trace_dir) {
   const Cluster cluster(s.hardware);
   const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
   const auto routing = make_routing(s);
   const PolicyContext ctx = policy_context(s, cluster, *routing);
   auto policy = policies().get(entry.name).value.make(entry.params);
-  setup_policy(*policy, ctx, entry);
+  at_entry(entry, [&] { policy->setup(ctx); });
   const auto home = home_tokens_of(s.workload, cluster.num_gpus());
   check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s.model, home)), cluster, entry);
+  const PredictorContext pctx = predictor_context(s, cluster, *routing);
+  auto predictor = predictors().get(pred.name).value.make(pred.params);
+  at_entry(pred, [&] { predictor->setup(pctx); });
 
   Simulator sim;
   FlowNetwork net(sim);
@@ -125,17 +152,26 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::s
   std::vector<std::int64_t> peak_selections(cluster.num_gpus(), 0);
   const int moe_layers = s.model.num_moe_layers();
   for (int b = 0; b < static_cast<int>(s.workload.batches); ++b) {
+    const auto ub = static_cast<std::uint64_t>(b);
     std::vector<LayerRouting> layers;
     std::vector<double> skew;
+    std::vector<Forecast> forecasts;
     for (int l = 0; l < moe_layers; ++l) {
-      Rng rng = Rng::derive(s.seed, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l));
+      Rng rng = Rng::derive(s.seed, ub, static_cast<std::uint64_t>(l));
       layers.push_back(routing->route(b, l, s.workload.tokens_per_batch(), rng));
       skew.push_back(layers.back().skewness());
     }
-    const BatchPlan plan = plan_batch(*policy, ctx, b, layers);
+    // Every layer's forecast exists before the batch is planned: each is spent before its
+    // layer's attention (MoE-GPS §3.1), from what earlier batches taught the predictor.
+    for (int l = 0; l < moe_layers; ++l) {
+      Rng rng = Rng::derive(s.seed, kPredictorStream, ub, static_cast<std::uint64_t>(l));
+      forecasts.push_back(predictor->forecast(b, l, layers[static_cast<std::size_t>(l)], rng));
+    }
+    const BatchPlan plan = plan_batch(*policy, ctx, b, layers, &forecasts);
     const Tick start = sim.now();
     const std::vector<TaskTiming> timing = exec.run(plan.graph);
-    metrics.add_batch(plan, timing, start, skew, s.workload.tokens_per_batch());
+    metrics.add_batch(plan, timing, start, skew, s.workload.tokens_per_batch(), forecasts);
+    for (int l = 0; l < moe_layers; ++l) predictor->observe(b, l, layers[static_cast<std::size_t>(l)]);
     for (const auto& moe : plan.moe)
       for (std::size_t g = 0; g < moe.gpu_tokens.size(); ++g)
         peak_selections[g] = std::max(peak_selections[g], moe.gpu_tokens[g]);
@@ -148,11 +184,12 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const std::s
   nlohmann::json run;
   run["policy"] = entry.name;
   run["label"] = entry.label;
-  run["predictor"] = predictor;
+  run["predictor"] = pred.name;
+  run["predictor_label"] = pred.label;
   run["metrics"] = metrics.summary();
   run["metrics"]["events"] = sim.events_run();
   if (s.trace && !trace_dir.empty()) {
-    const std::string file = "trace-" + entry.label + (s.predictors.size() > 1 ? "-" + predictor : "") + ".json";
+    const std::string file = "trace-" + entry.label + (s.predictors.size() > 1 ? "-" + pred.label : "") + ".json";
     trace.write((std::filesystem::path(trace_dir) / file).string());
     run["trace"] = file;
   }

@@ -16,7 +16,9 @@ namespace moesim {
 void check_scenario_fits(const Scenario& s);
 
 /// Runs every (policy, predictor) of `s`. With `trace_dir` non-empty and `s.trace`, writes a
-/// Chrome trace per run there. Returns {"scenario": resolved, "runs": [...]}.
+/// Chrome trace per run there (trace-<label>.json, or trace-<label>-<predictor label>.json when
+/// the scenario has several predictors). Returns {"scenario": resolved, "runs": [{policy, label,
+/// predictor, predictor_label, metrics[, trace]}, ...]}, policies outermost.
 nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir = {});
 
 /// The resolved YAML scenario as JSON (numbers and booleans typed).

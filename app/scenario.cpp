@@ -1,5 +1,6 @@
 #include "app/scenario.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -111,20 +112,58 @@ void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s,
   resolved["kind"] = s.routing.kind;
 }
 
-void read_policies(const YAML::Node& node, const YAML::Node& root, Scenario& s, const SourceMap& src,
-                   Diagnostics& diags, YAML::Node& resolved) {
+// An option's resolved value as one line of YAML (lists in flow style), for automatic labels.
+std::string value_text(const YAML::Node& v) {
+  if (v.IsScalar()) return v.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << v;
+  return out.c_str();
+}
+
+// Labels unlabeled entries that share a name by the options that tell them apart: "name" plus
+// "-key=value" for each declared option (in declaration order) whose values differ among them.
+void label_by_options(std::vector<PluginEntry>& entries, const std::vector<char>& unlabeled,
+                      const std::vector<std::vector<ParamSpec>>& specs) {
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (!unlabeled[i]) continue;
+    std::vector<std::size_t> group;
+    for (std::size_t j = 0; j < entries.size(); ++j)
+      if (unlabeled[j] && entries[j].name == entries[i].name) group.push_back(j);
+    if (group.size() < 2) continue;
+    std::string label = entries[i].name;
+    for (const ParamSpec& spec : specs[i]) {
+      const std::string mine = value_text(entries[i].params.to_yaml()[spec.name]);
+      const bool differs = std::any_of(group.begin(), group.end(), [&](std::size_t j) {
+        return value_text(entries[j].params.to_yaml()[spec.name]) != mine;
+      });
+      if (differs) label += "-" + spec.name + "=" + mine;
+    }
+    entries[i].label = label;
+  }
+}
+
+// Reads a `policy:` or `predictor:` list (one entry is a one-element list; absent means
+// `default_name`): names or mappings {name, label, <options>}, options validated against the
+// registry's declarations, labels unique. The resolved list spells out every option.
+template <typename Info>
+std::vector<PluginEntry> read_entries(const YAML::Node& node, const YAML::Node& root, const Registry<Info>& reg,
+                                      const std::string& default_name, const SourceMap& src, Diagnostics& diags,
+                                      YAML::Node& resolved) {
+  const std::string& family = reg.family();
   YAML::Node list = node;
   if (!node) {
-    list.reset(YAML::Load("[static-ep]"));
+    list.reset(YAML::Node(YAML::NodeType::Sequence));
+    list.push_back(default_name);
   } else if (!node.IsSequence()) {
     list.reset(YAML::Node(YAML::NodeType::Sequence));
     list.push_back(node);
   }
-  resolved = YAML::Node(YAML::NodeType::Sequence);
-  std::set<std::string> labels;
+  std::vector<PluginEntry> entries;
+  std::vector<char> unlabeled;
+  std::vector<std::vector<ParamSpec>> specs;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
-    PolicyEntry e;
+    PluginEntry e;
     e.where = loc(src, item, root);
     YAML::Node opts;
     if (item.IsScalar()) {
@@ -133,47 +172,38 @@ void read_policies(const YAML::Node& node, const YAML::Node& root, Scenario& s, 
       e.name = item["name"].Scalar();
       opts.reset(item);
     } else {
-      diags.error(e.where, "a policy entry is a name or a mapping with 'name'");
+      diags.error(e.where, "a " + family + " entry is a name or a mapping with 'name'");
       continue;
     }
-    const auto* info = policies().find(e.name);
+    const auto* info = reg.find(e.name);
     if (!info) {
-      diags.error(item.IsMap() ? src.locate(item["name"]) : e.where,
-                  unknown_name_message("policy", e.name, policies().names()));
+      diags.error(item.IsMap() ? src.locate(item["name"]) : e.where, unknown_name_message(family, e.name, reg.names()));
       continue;
     }
     e.params = read_params(opts, info->value.params, src, diags, {"name", "label"});
-    e.label = opts && opts["label"] ? opts["label"].as<std::string>() : e.name;
+    const YAML::Node label = opts ? opts["label"] : YAML::Node();
+    e.label = e.name;
+    if (label && (!label.IsScalar() || label.Scalar().empty() || label.Scalar().find('/') != std::string::npos))
+      diags.error(src.locate(label), "'label' must be a non-empty name without '/' (it names trace files)");
+    else if (label)
+      e.label = label.Scalar();
+    unlabeled.push_back(label ? 0 : 1);
+    specs.push_back(info->value.params);
+    entries.push_back(std::move(e));
+  }
+  label_by_options(entries, unlabeled, specs);
+  resolved = YAML::Node(YAML::NodeType::Sequence);
+  std::set<std::string> labels;
+  for (const PluginEntry& e : entries) {
     if (!labels.insert(e.label).second)
-      diags.error(e.where, "duplicate policy label '" + e.label + "' (give each entry a distinct 'label')");
+      diags.error(e.where, "duplicate " + family + " label '" + e.label + "' (give each entry a distinct 'label')");
     YAML::Node r = e.params.to_yaml();
     r["name"] = e.name;
     r["label"] = e.label;
     resolved.push_back(r);
-    s.policies.push_back(std::move(e));
   }
-  if (s.policies.empty() && diags.empty()) diags.error(loc(src, node, root), "no policy to run");
-}
-
-void read_predictors(const YAML::Node& node, Scenario& s, const SourceMap& src, Diagnostics& diags) {
-  YAML::Node list = node ? node : YAML::Load("[none]");
-  if (list.IsScalar()) {
-    YAML::Node l(YAML::NodeType::Sequence);
-    l.push_back(list);
-    list.reset(l);
-  }
-  if (!list.IsSequence()) {
-    diags.error(src.locate(node), "'predictor' must be a name or a list of names");
-    return;
-  }
-  for (const auto& p : list) {
-    const std::string name = p.IsScalar() ? p.Scalar() : std::string();
-    if (!predictors().contains(name)) {
-      diags.error(src.locate(p), unknown_name_message("predictor", name, predictors().names()));
-      continue;
-    }
-    s.predictors.push_back(name);
-  }
+  if (entries.empty() && diags.empty()) diags.error(loc(src, node, root), "no " + family + " to run");
+  return entries;
 }
 
 Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& overrides,
@@ -203,7 +233,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   res["seed"] = s.seed;
 
   s.model_where = loc(src, root["model"], root);
-  YAML::Node model_res, hw_res, wl_res, routing_res, pol_res;
+  YAML::Node model_res, hw_res, wl_res, routing_res, pol_res, pred_res;
   if (!root["model"]) diags.error(s.model_where, "missing required key 'model' (a preset name or a mapping)");
   else s.model = read_model_section(root["model"], src, diags, model_res);
   s.hardware_where = loc(src, root["hardware"], root);
@@ -219,8 +249,8 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   read_routing(wl && wl.IsMap() ? wl["routing"] : YAML::Node(), wl ? wl : root, s, src, diags, routing_res);
   wl_res["routing"] = routing_res;
 
-  read_policies(root["policy"], root, s, src, diags, pol_res);
-  read_predictors(root["predictor"], s, src, diags);
+  s.policies = read_entries(root["policy"], root, policies(), "static-ep", src, diags, pol_res);
+  s.predictors = read_entries(root["predictor"], root, predictors(), "none", src, diags, pred_res);
 
   const ParamSet out = read_params(
       root["output"],
@@ -243,9 +273,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   res["hardware"] = hw_res;
   res["workload"] = wl_res;
   res["policy"] = pol_res;
-  YAML::Node preds(YAML::NodeType::Sequence);
-  for (const auto& p : s.predictors) preds.push_back(p);
-  res["predictor"] = preds;
+  res["predictor"] = pred_res;
   res["output"] = out.to_yaml();
   s.resolved = res;
   return s;

@@ -15,13 +15,19 @@
 
 namespace moesim {
 
-/// One `policy:` entry: a registered name, a label for the result, and its validated options.
-struct PolicyEntry {
+/// One `policy:` or `predictor:` entry: a registered name, a label for the result, and its
+/// validated options. An entry is written as a name or as {name: ..., label: ..., <option>: ...}.
+struct PluginEntry {
   std::string name;
+  /// Unique within its list: the `label:` given, else the name, else (when unlabeled entries
+  /// share a name) the name followed by "-key=value" for each option whose values differ among
+  /// them, e.g. "token-to-expert-accuracy=0.8".
   std::string label;
   ParamSet params;
   SourceLocation where;
 };
+using PolicyEntry = PluginEntry;
+using PredictorEntry = PluginEntry;
 
 /// The routing model chosen under `workload.routing`.
 struct RoutingChoice {
@@ -43,7 +49,7 @@ struct Scenario {
   PrefillWorkload workload;
   RoutingChoice routing;
   std::vector<PolicyEntry> policies;
-  std::vector<std::string> predictors;
+  std::vector<PredictorEntry> predictors;  ///< runs = policies × predictors
   bool trace = false;
   YAML::Node resolved;  ///< every value after presets, overrides and defaults
 };

@@ -15,8 +15,11 @@ void print_summary(std::ostream& os, const nlohmann::json& result) {
      << sc["workload"]["routing"]["kind"].get<std::string>() << "\n\n";
   // "wait %" is the breakdown's waiting (HarMoEny Fig. 9): idle time not spent communicating or
   // scheduling either.
-  const std::vector<std::string> head = {"label",  "predictor", "layer ms", "p99 ms", "TTFT ms",      "tok/s",
-                                         "idle %", "wait %",    "a2a ms",   "skew",   "gpu max/mean", "dropped"};
+  // "pred ms" and "pred err" are the predictor's overhead per MoE layer and its error ε (MoE-GPS
+  // §3.2–3.3); the overhead is already inside "layer ms".
+  const std::vector<std::string> head = {"label",  "predictor", "layer ms", "p99 ms",       "TTFT ms", "tok/s",
+                                         "idle %", "wait %",    "a2a ms",   "skew",         "gpu max/mean",
+                                         "pred ms", "pred err", "dropped"};
   std::vector<std::vector<std::string>> rows;
   auto fixed = [](double v, int prec) {
     std::ostringstream s;
@@ -25,7 +28,7 @@ void print_summary(std::ostream& os, const nlohmann::json& result) {
   };
   for (const auto& r : result["runs"]) {
     const auto& m = r["metrics"];
-    rows.push_back({r["label"].get<std::string>(), r["predictor"].get<std::string>(),
+    rows.push_back({r["label"].get<std::string>(), r["predictor_label"].get<std::string>(),
                     fixed(m["layer_latency_ms"]["mean"].get<double>(), 3),
                     fixed(m["layer_latency_ms"]["p99"].get<double>(), 3), fixed(m["ttft_ms"]["mean"].get<double>(), 3),
                     fixed(m["throughput_tokens_per_s"].get<double>(), 0),
@@ -33,6 +36,7 @@ void print_summary(std::ostream& os, const nlohmann::json& result) {
                     fixed(100.0 * m["gpu_time_breakdown"]["mean_fraction"]["waiting"].get<double>(), 1),
                     fixed(m["alltoall_ms"].get<double>(), 3), fixed(m["load"]["skewness"].get<double>(), 2),
                     fixed(m["load"]["gpu_max_over_mean"].get<double>(), 2),
+                    fixed(m["predictor_overhead_ms"].get<double>(), 3), fixed(m["prediction_error"].get<double>(), 3),
                     std::to_string(m["tokens_dropped"].get<long long>())});
   }
   std::vector<std::size_t> width(head.size());

@@ -52,7 +52,9 @@ TEST(Scenario, LoadsPresetsAndPolicyEntries) {
   EXPECT_EQ(s.policies[0].label, "static-ep");
   EXPECT_EQ(s.policies[1].label, "rr");
   EXPECT_EQ(s.policies[1].params.get_string("placement"), "round-robin");
-  EXPECT_EQ(s.predictors, std::vector<std::string>{"none"});
+  ASSERT_EQ(s.predictors.size(), 1u);  // absent: `none`
+  EXPECT_EQ(s.predictors[0].name, "none");
+  EXPECT_EQ(s.predictors[0].label, "none");
   EXPECT_EQ(s.resolved["model"]["hidden"].as<int>(), 768);
 }
 
