@@ -73,6 +73,28 @@ TEST_F(Cli, RunWritesResultResolvedScenarioAndTraces) {
   EXPECT_GT(network, 0);
 }
 
+// With several predictors, each run's trace is named by policy and predictor label, and a
+// predictor's overhead shows as "predict" delays on every GPU before the MoE layers.
+TEST_F(Cli, TracesAreNamedByPredictorLabelAndShowTheOverhead) {
+  ASSERT_EQ(cli({"run", scenario, "--out", (dir / "p").string(), "-q", "--set",
+                 "predictor=[none, {name: token-to-expert, label: t2e, overhead_c0_ms: 0.25, overhead_c1: 0}]"}),
+            0)
+      << last_err;
+  const auto result = nlohmann::json::parse(slurp(dir / "p" / "result.json"));
+  ASSERT_EQ(result["runs"].size(), 4u);
+  EXPECT_EQ(result["runs"][3]["trace"], "trace-rr-t2e.json");
+  auto predict_events = [&](const char* file) {
+    int n = 0;
+    const auto trace = nlohmann::json::parse(slurp(dir / "p" / file));
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X" && e["cat"] == "predict") ++n;
+    return n;
+  };
+  EXPECT_EQ(predict_events("trace-rr-none.json"), 0);
+  // switch-base-8 with 4 layers has 2 MoE layers; 2 batches; 4 GPUs.
+  EXPECT_EQ(predict_events("trace-rr-t2e.json"), 2 * 2 * 4);
+}
+
 TEST_F(Cli, SameScenarioGivesByteIdenticalResult) {
   ASSERT_EQ(cli({"run", scenario, "--out", (dir / "a").string(), "-q"}), 0);
   ASSERT_EQ(cli({"run", scenario, "--out", (dir / "b").string(), "-q"}), 0);
@@ -126,6 +148,12 @@ TEST(CliList, EveryRegistry) {
   last_out = "\n" + last_out;
   for (const char* r : {"uniform", "skewed", "moeshard", "skewness", "zipf", "exponential", "fluctuating", "trace"})
     EXPECT_NE(last_out.find(std::string("\n") + r + " "), std::string::npos) << r;
+  EXPECT_EQ(cli({"list", "predictors"}), 0);
+  last_out = "\n" + last_out;
+  for (const char* p : {"none", "oracle", "distribution-only", "token-to-expert"})
+    EXPECT_NE(last_out.find(std::string("\n") + p + " "), std::string::npos) << p;
+  EXPECT_NE(last_out.find("accuracy (number, default 0.9"), std::string::npos) << last_out;
+  EXPECT_NE(last_out.find("window (integer, default 8, batches)"), std::string::npos) << last_out;
   EXPECT_EQ(cli({"list", "models"}), 0);
   EXPECT_NE(last_out.find("deepseek-v3"), std::string::npos);
   EXPECT_EQ(cli({"list", "nonsense"}), 2);

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
@@ -156,6 +158,113 @@ TEST(Runner, GpuTimeBreakdownSumsToMakespanAndMatchesIdleFraction) {
     EXPECT_GT(contiguous[g]["waiting"].get<double>(), 5 * contiguous[0]["waiting"].get<double>()) << g;
     EXPECT_LT(contiguous[g]["compute"].get<double>(), contiguous[0]["compute"].get<double>()) << g;
   }
+}
+
+// --- predictors (MoE-GPS §3.2–3.3) wired into runs ---------------------------------------------
+
+namespace {
+
+const std::string kPredicted = std::string(kScenario) +
+                               "predictor: [none, oracle, distribution-only, {name: token-to-expert, label: t2e, "
+                               "accuracy: 0.8}]\n";
+
+// The run of `policy` and `predictor` labels.
+const nlohmann::json& run_of(const nlohmann::json& r, const std::string& policy, const std::string& predictor) {
+  for (const auto& run : r["runs"])
+    if (run["label"] == policy && run["predictor_label"] == predictor) return run;
+  throw std::runtime_error("no run " + policy + " x " + predictor);
+}
+
+}  // namespace
+
+TEST(RunnerPredictors, RunsArePoliciesTimesPredictorsWithTheirMetrics) {
+  const Scenario s = load_scenario_text(kPredicted, "e2e.yaml");
+  const auto r = run_scenario(s);
+  ASSERT_EQ(r["runs"].size(), 3u * 4u);
+  // Policies outermost, predictors in their listed order.
+  EXPECT_EQ(r["runs"][1]["label"], "static-ep");
+  EXPECT_EQ(r["runs"][1]["predictor"], "oracle");
+  EXPECT_EQ(r["runs"][3]["predictor"], "token-to-expert");
+  EXPECT_EQ(r["runs"][3]["predictor_label"], "t2e");
+  EXPECT_EQ(r["runs"][4]["label"], "rr");
+  for (const auto& run : r["runs"]) {
+    const auto& m = run["metrics"];
+    ASSERT_TRUE(m.contains("predictor_overhead_ms") && m.contains("prediction_error")) << run["predictor_label"];
+    double overhead = 0.0, error = 0.0;
+    for (const auto& b : m["per_batch"]) {
+      overhead += b["predictor_overhead_ms"].get<double>() / 3;
+      error += b["prediction_error"].get<double>() / 3;
+    }
+    EXPECT_NEAR(overhead, m["predictor_overhead_ms"].get<double>(), 1e-12);
+    EXPECT_NEAR(error, m["prediction_error"].get<double>(), 1e-12);
+  }
+  const auto& none = run_of(r, "static-ep", "none")["metrics"];
+  const auto& oracle = run_of(r, "static-ep", "oracle")["metrics"];
+  const auto& dist = run_of(r, "static-ep", "distribution-only")["metrics"];
+  const auto& t2e = run_of(r, "static-ep", "t2e")["metrics"];
+  EXPECT_EQ(none["prediction_error"].get<double>(), 0.0);
+  EXPECT_EQ(oracle["prediction_error"].get<double>(), 0.0);
+  EXPECT_EQ(oracle["predictor_overhead_ms"].get<double>(), 0.0);
+  EXPECT_GT(dist["prediction_error"].get<double>(), 0.0);  // a 1024-token batch never matches p̂ exactly
+  EXPECT_EQ(dist["predictor_overhead_ms"].get<double>(), 0.0);
+  // 3 batches x 2 MoE layers of 1024 top-1 selections at accuracy 0.8: ε within 4 σ of 0.2.
+  ASSERT_EQ(s.model.num_moe_layers(), 2);
+  EXPECT_NEAR(t2e["prediction_error"].get<double>(), 0.2, 4 * std::sqrt(0.16 / (3 * 2 * 1024)));
+  EXPECT_GT(t2e["predictor_overhead_ms"].get<double>(), 0.0);
+  // Until policies consume forecasts, zero-overhead predictors leave the timing as `none` does.
+  EXPECT_EQ(oracle["layer_latency_ms"].dump(), none["layer_latency_ms"].dump());
+}
+
+TEST(RunnerPredictors, SameSeedGivesIdenticalResultAndSeedsMoveThePredictorsDraws) {
+  const Scenario s = load_scenario_text(kPredicted, "e2e.yaml");
+  const auto a = run_scenario(s);
+  EXPECT_EQ(a.dump(), run_scenario(s).dump());
+  const auto b = run_scenario(load_scenario_text(kPredicted, "e2e.yaml", {"seed=6"}));
+  EXPECT_NE(run_of(a, "rr", "t2e")["metrics"]["prediction_error"], run_of(b, "rr", "t2e")["metrics"]["prediction_error"]);
+  // The predictor's draws are the same for every policy: each is compared on the same forecasts.
+  EXPECT_EQ(run_of(a, "rr", "t2e")["metrics"]["prediction_error"],
+            run_of(a, "static-ep", "t2e")["metrics"]["prediction_error"]);
+}
+
+TEST(RunnerPredictors, OverheadIsSpentAsTimeBeforeEveryMoeLayer) {
+  // A flat 0.5 ms per layer (c1 = 0, γ = 0): every GPU waits it out before each layer's attention.
+  const Scenario s = load_scenario_text(
+      std::string(kScenario) + "predictor: [none, {name: token-to-expert, label: slow, overhead_c0_ms: 0.5, "
+                               "overhead_c1: 0, overhead_skew_exponent: 0}]\n",
+      "e2e.yaml", {"policy=static-ep"});
+  const auto r = run_scenario(s);
+  const int moe_layers = s.model.num_moe_layers();  // switch-base: every other layer
+  const auto& none = run_of(r, "static-ep", "none")["metrics"];
+  const auto& slow = run_of(r, "static-ep", "slow")["metrics"];
+  EXPECT_DOUBLE_EQ(slow["predictor_overhead_ms"].get<double>(), 0.5);
+  EXPECT_NEAR(slow["layer_latency_ms"]["mean"].get<double>() - none["layer_latency_ms"]["mean"].get<double>(), 0.5,
+              1e-6);
+  EXPECT_NEAR(slow["ttft_ms"]["mean"].get<double>() - none["ttft_ms"]["mean"].get<double>(), moe_layers * 0.5,
+              1e-6);
+  // The delay is in the plan, on each GPU's lane: MoE layers x 3 batches x 0.5 ms of it.
+  for (std::size_t g = 0; g < 8; ++g) {
+    const double extra = slow["gpu_time_breakdown"]["per_gpu_ms"][g]["scheduling"].get<double>() -
+                         none["gpu_time_breakdown"]["per_gpu_ms"][g]["scheduling"].get<double>();
+    EXPECT_NEAR(extra, moe_layers * 3 * 0.5, 1e-6) << g;
+  }
+}
+
+// The default overhead curve's stated design (predictors/token_to_expert.cpp): for Mixtral-8x7B
+// batch 1 x 512 on 4x A100 with NVLink, cheap at a = 0.5 and dearer than the layer itself at a = 1.
+TEST(RunnerPredictors, DefaultTokenToExpertOverheadBracketsAMixtralLayer) {
+  const auto r = run_scenario(load_scenario_text(R"(name: mixtral
+model: {preset: mixtral-8x7b, layers: 4}
+hardware: hgx-a100-4gpu-nvlink
+workload: {batch_size: 1, seq_len: 512, batches: 2, routing: {kind: skewness, skewness: 1.4}}
+policy: static-ep
+predictor: [none, {name: token-to-expert, accuracy: 0.5}, {name: token-to-expert, accuracy: 1.0}]
+)", "mixtral.yaml"));
+  const double layer = run_of(r, "static-ep", "none")["metrics"]["layer_latency_ms"]["mean"].get<double>();
+  const auto& low = run_of(r, "static-ep", "token-to-expert-accuracy=0.5")["metrics"];
+  const auto& high = run_of(r, "static-ep", "token-to-expert-accuracy=1.0")["metrics"];
+  EXPECT_LT(low["predictor_overhead_ms"].get<double>(), 0.05 * layer);
+  EXPECT_GT(high["predictor_overhead_ms"].get<double>(), layer);
+  EXPECT_EQ(high["prediction_error"].get<double>(), 0.0);
 }
 
 // Regression: quickstart metrics against tests/regression/quickstart.golden.json (2% tolerance:

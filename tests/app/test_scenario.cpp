@@ -140,6 +140,82 @@ TEST(Scenario, BadOverrideSyntax) {
   EXPECT_TRUE(mentions(d, "expected key.path=value"));
 }
 
+// `predictor:` takes what `policy:` takes: a name, a mapping with options and a label, or a list.
+TEST(ScenarioPredictors, NamesMappingsAndListsWithOptions) {
+  const Scenario s = load_scenario_text(std::string(kGood) +
+                                            "predictor:\n"
+                                            "  - oracle\n"
+                                            "  - {name: token-to-expert, label: t2e-0.8, accuracy: 0.8}\n"
+                                            "  - {name: distribution-only, window: 4, online: true}\n",
+                                        "s.yaml");
+  ASSERT_EQ(s.predictors.size(), 3u);
+  EXPECT_EQ(s.predictors[0].name, "oracle");
+  EXPECT_EQ(s.predictors[0].label, "oracle");
+  EXPECT_EQ(s.predictors[1].name, "token-to-expert");
+  EXPECT_EQ(s.predictors[1].label, "t2e-0.8");
+  EXPECT_DOUBLE_EQ(s.predictors[1].params.get_float("accuracy"), 0.8);
+  EXPECT_EQ(s.predictors[1].where.line, 14);
+  EXPECT_EQ(s.predictors[2].params.get_int("window"), 4);
+  EXPECT_TRUE(s.predictors[2].params.get_bool("online"));
+  // The resolved scenario spells out every option, defaults included, with name and label.
+  const YAML::Node r = s.resolved["predictor"];
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1]["label"].as<std::string>(), "t2e-0.8");
+  EXPECT_EQ(r[1]["accuracy"].as<double>(), 0.8);
+  EXPECT_EQ(r[1]["error_model"].as<std::string>(), "typical");
+  EXPECT_TRUE(r[1]["overhead_c1"]);
+  EXPECT_EQ(r[2]["name"].as<std::string>(), "distribution-only");
+  EXPECT_EQ(r[2]["window"].as<int>(), 4);
+  // One mapping is a one-entry list, and `--set` reaches its options.
+  const Scenario one = load_scenario_text(std::string(kGood) + "predictor: {name: token-to-expert, accuracy: 0.7}\n",
+                                          "s.yaml", {"predictor.accuracy=0.6"});
+  ASSERT_EQ(one.predictors.size(), 1u);
+  EXPECT_DOUBLE_EQ(one.predictors[0].params.get_float("accuracy"), 0.6);
+}
+
+TEST(ScenarioPredictors, UnlabeledRepeatsAreLabelledByTheOptionsThatDiffer) {
+  const Scenario s = load_scenario_text(std::string(kGood) +
+                                            "predictor: [token-to-expert, {name: token-to-expert, accuracy: 0.8, "
+                                            "error_model: typical}, {name: token-to-expert, label: mine}]\n",
+                                        "s.yaml");
+  ASSERT_EQ(s.predictors.size(), 3u);
+  EXPECT_EQ(s.predictors[0].label, "token-to-expert-accuracy=0.9");  // the default, spelled out
+  EXPECT_EQ(s.predictors[1].label, "token-to-expert-accuracy=0.8");  // error_model is the same: left out
+  EXPECT_EQ(s.predictors[2].label, "mine");
+  // The same rule labels policies: kGood's unlabeled static-ep stays "static-ep" (the other has
+  // a label), and two unlabeled ones are told apart by placement.
+  const Scenario p = load_scenario_text(kGood, "s.yaml", {"policy.1={name: static-ep, placement: round-robin}"});
+  EXPECT_EQ(p.policies[0].label, "static-ep-placement=contiguous");
+  EXPECT_EQ(p.policies[1].label, "static-ep-placement=round-robin");
+}
+
+TEST(ScenarioPredictors, UnknownOptionIsAnErrorAtItsKeyWithSuggestion) {
+  const auto d = errors_of(std::string(kGood) + "predictor:\n  - none\n  - {name: token-to-expert, acuracy: 0.8}\n");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].where.file, "s.yaml");
+  EXPECT_EQ(d[0].where.line, 14);
+  EXPECT_EQ(d[0].where.column, 29);
+  EXPECT_TRUE(mentions(d, "unknown option 'acuracy'"));
+  EXPECT_TRUE(mentions(d, "did you mean 'accuracy'"));
+}
+
+TEST(ScenarioPredictors, BadNamesValuesAndLabelsAreErrors) {
+  const auto d = errors_of(std::string(kGood) +
+                           "predictor:\n"
+                           "  - {name: token-to-expert, label: x, accuracy: 1.5}\n"
+                           "  - {name: oracle, label: x}\n"
+                           "  - orakle\n"
+                           "  - {name: distribution-only, window: 0, error_model: gloomy}\n"
+                           "  - none\n"
+                           "  - none\n");
+  EXPECT_TRUE(mentions(d, "s.yaml:13:49: error: 'accuracy' must be <= 1"));
+  EXPECT_TRUE(mentions(d, "s.yaml:14:5: error: duplicate predictor label 'x'"));
+  EXPECT_TRUE(mentions(d, "unknown predictor 'orakle'; did you mean 'oracle'?"));
+  EXPECT_TRUE(mentions(d, "'window' must be >= 1"));
+  EXPECT_TRUE(mentions(d, "gloomy"));
+  EXPECT_TRUE(mentions(d, "s.yaml:18:5: error: duplicate predictor label 'none'"));  // identical: no option tells them apart
+}
+
 }  // namespace moesim
 
 namespace moesim {
