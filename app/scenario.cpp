@@ -58,9 +58,11 @@ void apply_override(YAML::Node& root, const std::string& spec, SourceMap& src, D
       continue;
     }
     if (cur.IsScalar()) {
-      // `model: mixtral-8x7b` overridden at `model.layers`: the scalar becomes {preset: ...}.
+      // `model: mixtral-8x7b` overridden at `model.layers`: the scalar becomes {preset: ...};
+      // a policy or predictor name (`predictor.accuracy`, `policy.1.placement`) becomes {name: ...}.
+      const bool entry = keys[0] == "policy" || keys[0] == "predictor";
       YAML::Node m(YAML::NodeType::Map);
-      m["preset"] = cur.Scalar();
+      m[entry ? "name" : "preset"] = cur.Scalar();
       cur = m;  // assignment (not reset): replaces the scalar inside the tree
     }
     if (last) {

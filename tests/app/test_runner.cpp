@@ -226,6 +226,16 @@ TEST(RunnerPredictors, SameSeedGivesIdenticalResultAndSeedsMoveThePredictorsDraw
             run_of(a, "static-ep", "t2e")["metrics"]["prediction_error"]);
 }
 
+// The resolved scenario is complete: loading it again gives the same runs, predictors included.
+// (zipf routing: a resolved `skewed` routing writes `hot_list: []`, which then fails validation.)
+TEST(RunnerPredictors, ResolvedScenarioReproducesTheRuns) {
+  const Scenario s = load_scenario_text(kPredicted, "e2e.yaml", {"workload.routing={kind: zipf, s: 1.2}"});
+  const Scenario again = load_scenario_text(YAML::Dump(s.resolved), "resolved.yaml");
+  ASSERT_EQ(again.predictors.size(), s.predictors.size());
+  for (std::size_t i = 0; i < s.predictors.size(); ++i) EXPECT_EQ(again.predictors[i].label, s.predictors[i].label);
+  EXPECT_EQ(run_scenario(again)["runs"].dump(), run_scenario(s)["runs"].dump());
+}
+
 TEST(RunnerPredictors, OverheadIsSpentAsTimeBeforeEveryMoeLayer) {
   // A flat 0.5 ms per layer (c1 = 0, γ = 0): every GPU waits it out before each layer's attention.
   const Scenario s = load_scenario_text(

@@ -171,6 +171,12 @@ TEST(ScenarioPredictors, NamesMappingsAndListsWithOptions) {
                                           "s.yaml", {"predictor.accuracy=0.6"});
   ASSERT_EQ(one.predictors.size(), 1u);
   EXPECT_DOUBLE_EQ(one.predictors[0].params.get_float("accuracy"), 0.6);
+  // An entry written as a bare name takes options from `--set` too.
+  const Scenario bare = load_scenario_text(std::string(kGood) + "predictor: [none, token-to-expert]\n", "s.yaml",
+                                           {"predictor.1.accuracy=0.5", "policy.0.capacity_factor=1.5"});
+  EXPECT_EQ(bare.predictors[1].name, "token-to-expert");
+  EXPECT_DOUBLE_EQ(bare.predictors[1].params.get_float("accuracy"), 0.5);
+  EXPECT_DOUBLE_EQ(bare.policies[0].params.get_float("capacity_factor"), 1.5);
 }
 
 TEST(ScenarioPredictors, UnlabeledRepeatsAreLabelledByTheOptionsThatDiffer) {
