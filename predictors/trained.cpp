@@ -88,6 +88,8 @@ class TrainedPredictor final : public Predictor {
   TrainedPredictor(Condition condition, int window, double overhead_us, ErrorModel error_model)
       : condition_(condition), window_(window), overhead_us_(overhead_us), error_model_(error_model) {}
 
+  /// Trains one rule per MoE layer on the first round(0.8·window) batches of the training window
+  /// (at least one, leaving at least one) and measures accuracy on the rest.
   void setup(const PredictorContext& ctx) override {
     if (!ctx.training_routing)
       throw std::logic_error("trained predictors need PredictorContext::training_routing");
@@ -110,6 +112,8 @@ class TrainedPredictor final : public Predictor {
     held_out_accuracy_ = selections > 0 ? static_cast<double>(correct) / static_cast<double>(selections) : 0.0;
   }
 
+  /// Per-selection forecast (kTokens) aligned to `truth`'s slots; `truth` is read only to measure
+  /// this batch's ε, never to choose a prediction.
   Forecast forecast(int /*batch*/, int moe_layer, const LayerRouting& truth, Rng& /*rng*/) override {
     if (moe_layer < 0 || moe_layer >= static_cast<int>(rules_.size()))
       throw std::logic_error("trained predictor: no rule for MoE layer " + std::to_string(moe_layer) +
@@ -128,6 +132,7 @@ class TrainedPredictor final : public Predictor {
     return f;
   }
 
+  /// Fraction of the held-out selections predicted correctly, over every MoE layer.
   double held_out_accuracy() const { return held_out_accuracy_; }
 
  private:
@@ -142,6 +147,7 @@ class TrainedPredictor final : public Predictor {
     return -1;
   }
 
+  /// Counts selections of the training batches [first, last), globally and per key.
   LayerRule train_layer(const LayerRouting* first, const LayerRouting* last) const {
     std::vector<std::int64_t> global(static_cast<std::size_t>(experts_), 0);
     std::unordered_map<std::int64_t, std::vector<std::int64_t>> by_key;
@@ -177,10 +183,7 @@ class TrainedPredictor final : public Predictor {
   /// scratch buffer when null). Returns the number of correct selections.
   std::int64_t predict(const LayerRule& rule, const LayerRouting& r, std::int32_t* out) const {
     check(r);
-    std::vector<std::int32_t> scratch;
-    if (!out) {
-      scratch.resize(static_cast<std::size_t>(top_k_));
-    }
+    std::vector<std::int32_t> scratch(out ? 0 : static_cast<std::size_t>(top_k_));
     std::int64_t correct = 0;
     for (std::int64_t t = 0; t < r.num_tokens; ++t) {
       std::int32_t* slot = out ? out + t * top_k_ : scratch.data();
@@ -190,6 +193,7 @@ class TrainedPredictor final : public Predictor {
     return correct;
   }
 
+  /// Routing of another shape than the model's is a wiring error, not a user's.
   void check(const LayerRouting& r) const {
     if (r.top_k != top_k_ || r.num_experts != experts_)
       throw std::logic_error("trained predictor: routing has top-" + std::to_string(r.top_k) + " of " +
@@ -208,16 +212,19 @@ class TrainedPredictor final : public Predictor {
   double held_out_accuracy_ = 0.0;
 };
 
+/// MoE-GPS §3.2's 80/20 split needs at least two batches.
 ParamSpec window_param() {
   return ParamSpec{"window", ParamType::kInt, "16", "batches",
                    "training batches per MoE layer; the first 80% train, the last 20% are held out", 2.0, {}, {}};
 }
 
+/// MoE-GPS §3.3's three outcomes of one ε; typical is the paper's default.
 ParamSpec error_model_param() {
   return ParamSpec{"error_model", ParamType::kString, "typical", "",
                    "how the error lands on GPUs (MoE-GPS §3.3)", {}, {}, {"optimistic", "typical", "pessimistic"}};
 }
 
+/// The error model named by the `error_model` option.
 ErrorModel error_model_of(const ParamSet& p) {
   ErrorModel m = ErrorModel::kTypical;
   parse_error_model(p.get_string("error_model"), m);  // the spec's choices admit only valid names

@@ -113,26 +113,32 @@ TEST(TokenConditioned, TokenIdsFollowZipfAndStayWithTheToken) {
 }
 
 // The preferred sets are built against the shares owed to each expert, so the aggregate stays on
-// p for any affinity, although the head id alone carries 14% of the tokens.
+// p for any affinity, although the head id alone carries 14% of the tokens. Independent draws miss
+// by several percent; owing without the affordability rule by up to 0.018 (a = 1, s = 2): several
+// seeds, so that a lucky one does not hide either.
 TEST(TokenConditioned, AggregateSharesFollowTargetSkewness) {
   for (const double s : {1.4, 2.0}) {
     for (const double a : {0.0, 0.6, 1.0}) {
-      const auto m = make("{skewness: " + std::to_string(s) + ", affinity: " + std::to_string(a) + "}", context(8, 2));
       const auto p = target(8, s);
-      for (int layer = 0; layer < 2; ++layer) {
-        std::vector<std::int64_t> counts(8, 0);
-        std::int64_t selections = 0;
-        for (int b = 0; b < 4; ++b) {
-          const LayerRouting r = route(*m, b, layer, 50000);
-          const auto c = r.expert_counts();
-          for (int e = 0; e < 8; ++e) counts[static_cast<std::size_t>(e)] += c[static_cast<std::size_t>(e)];
-          selections += r.num_tokens * r.top_k;
+      double worst = 0.0;
+      for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        const auto m =
+            make("{skewness: " + std::to_string(s) + ", affinity: " + std::to_string(a) + "}", context(8, 2, seed));
+        for (int layer = 0; layer < 2; ++layer) {
+          std::vector<std::int64_t> counts(8, 0);
+          std::int64_t selections = 0;
+          for (int b = 0; b < 4; ++b) {
+            const LayerRouting r = route(*m, b, layer, 50000, seed);
+            const auto c = r.expert_counts();
+            for (int e = 0; e < 8; ++e) counts[static_cast<std::size_t>(e)] += c[static_cast<std::size_t>(e)];
+            selections += r.num_tokens * r.top_k;
+          }
+          for (int e = 0; e < 8; ++e)
+            worst = std::max(worst, std::abs(static_cast<double>(counts[static_cast<std::size_t>(e)]) / selections - p[e]));
+          EXPECT_NEAR(static_cast<double>(counts[0]) / selections * 8, s, 0.04) << s << " " << a << " " << seed;
         }
-        for (int e = 0; e < 8; ++e)
-          EXPECT_NEAR(static_cast<double>(counts[static_cast<std::size_t>(e)]) / selections, p[e], 0.01)
-              << "skewness " << s << " affinity " << a << " layer " << layer << " expert " << e;
-        EXPECT_NEAR(static_cast<double>(counts[0]) / selections * 8, s, 0.05 * s) << s << " " << a;
       }
+      EXPECT_LT(worst, 0.005) << "skewness " << s << " affinity " << a;
     }
   }
 }
