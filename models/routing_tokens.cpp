@@ -126,6 +126,8 @@ class TokenConditionedRouting final : public RoutingModel {
   /// The aggregate shares: preferences are built to follow p, so p is every layer's distribution.
   std::vector<double> distribution(int /*batch*/, int /*moe_layer*/, Rng& /*rng*/) const override { return p_; }
 
+  /// Token ids come from the batch's id stream; which source each token follows, and the free
+  /// tokens' experts, from `rng` (the (batch, layer) stream).
   LayerRouting route(int batch, int moe_layer, std::int64_t tokens, Rng& rng) const override {
     const int k = ctx_.top_k;
     const std::size_t layer = layer_index(moe_layer);
