@@ -15,18 +15,32 @@
 namespace moesim {
 
 /// The routing of one MoE layer for one batch: `top_k` distinct experts per token.
+/// A batch is `batch_size` sequences laid end to end, so token t sits at position
+/// t mod seq_len of its sequence (token_position).
 struct LayerRouting {
   std::int64_t num_tokens = 0;
   int top_k = 1;
   int num_experts = 0;
   std::vector<std::int32_t> experts;  ///< token t's selections at [t*top_k, (t+1)*top_k)
+  /// Vocabulary id of token t at [t], the same in every MoE layer of a batch. Empty when the
+  /// routing model does not model token identities (every model but `token-conditioned`): the
+  /// real routing data we have holds per-expert counts only, so identities are synthesised.
+  /// MoE-GPS App. B's conditional-probability predictor conditions on them.
+  std::vector<std::int32_t> token_ids;
 
   std::int32_t expert(std::int64_t token, int slot) const { return experts[token * top_k + slot]; }
   /// Selections per expert.
   std::vector<std::int64_t> expert_counts() const;
   /// MoE-GPS skewness: max selections on one expert / mean selections per expert.
   double skewness() const;
+  bool has_token_ids() const { return !token_ids.empty(); }
 };
+
+/// Position of token `token` in its sequence: token mod seq_len; the batch index itself when
+/// seq_len <= 0 (unknown: the batch is taken as one sequence).
+inline std::int64_t token_position(std::int64_t token, std::int64_t seq_len) {
+  return seq_len > 0 ? token % seq_len : token;
+}
 
 /// What a routing model needs to know about the model and workload.
 struct RoutingContext {
@@ -37,6 +51,9 @@ struct RoutingContext {
   std::string model_name;   ///< preset name, for trace row selection defaults
   std::string base_dir;     ///< directory of the scenario file, for relative trace paths
   std::uint64_t seed = 0;   ///< scenario seed, for choices fixed once per run (random hot sets)
+  /// Tokens per sequence (the workload's seq_len), for models with position structure
+  /// (`token-conditioned`'s position_affinity). 0 = unknown; the runner fills it.
+  std::int64_t seq_len = 0;
 };
 
 /// Base class. Subclasses override `distribution` (or `route` for non-distribution models).

@@ -48,8 +48,8 @@ double tol(double p, int k, std::int64_t tokens) {
 
 TEST(RoutingRegistry, AllModelsRegistered) {
   EXPECT_EQ(routing_models().names(),
-            (std::vector<std::string>{"exponential", "fluctuating", "moeshard", "skewed", "skewness", "trace",
-                                      "uniform", "zipf"}));
+            (std::vector<std::string>{"exponential", "fluctuating", "moeshard", "skewed", "skewness",
+                                      "token-conditioned", "trace", "uniform", "zipf"}));
   for (const auto* e : routing_models().entries()) {
     EXPECT_FALSE(e->description.empty()) << e->name;
     for (const auto& spec : e->value.params) EXPECT_FALSE(spec.help.empty()) << e->name << "." << spec.name;
