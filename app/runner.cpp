@@ -65,8 +65,9 @@ PolicyContext policy_context(const Scenario& s, const Cluster& cluster, const Ro
 // A predictor's offline training window (PredictorContext::training_routing) is drawn from a
 // stream of its own, apart from both the simulated batches and the policies' profiling window, so
 // an estimate is never scored on the data it was fit on (MoE-GPS §3.2.1 splits train and test).
-// Like profiling batches, training batches use routing batch indices -1, -2, ...: to a
-// per-batch routing model (e.g. `fluctuating`) they are offline batches of the same traffic.
+// Training batches use routing batch indices -1000000, -1000001, ...: to a per-batch routing
+// model (e.g. `fluctuating`, or token ids in `token-conditioned`) they are offline batches of
+// the same traffic, distinct from the simulated batches and from the profiling window (-1, -2, ...).
 constexpr std::uint64_t kTrainingStream = 0x7EA1D47AULL;
 // Per (batch, MoE layer) streams of the predictors' own draws (which selections an
 // accuracy-parameterised predictor gets right): independent of the routing draws, and the same
@@ -77,7 +78,7 @@ PredictorContext predictor_context(const Scenario& s, const Cluster& cluster, co
   PredictorContext ctx{s.model, s.workload, cluster.num_gpus()};
   ctx.training_routing = [&s, &routing](int i, int moe_layer) {
     Rng rng = Rng::derive(s.seed, kTrainingStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
-    return routing.route(-(i + 1), moe_layer, s.workload.tokens_per_batch(), rng);
+    return routing.route(-(1000000 + i), moe_layer, s.workload.tokens_per_batch(), rng);
   };
   return ctx;
 }
@@ -186,6 +187,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   run["label"] = entry.label;
   run["predictor"] = pred.name;
   run["predictor_label"] = pred.label;
+  if (const auto acc = predictor->held_out_accuracy()) run["predictor_held_out_accuracy"] = *acc;
   run["metrics"] = metrics.summary();
   run["metrics"]["events"] = sim.events_run();
   if (s.trace && !trace_dir.empty()) {

@@ -289,6 +289,7 @@ RoutingContext routing_context(const Scenario& s) {
   rc.top_k = s.model.top_k;
   rc.moe_layers = s.model.num_moe_layers();
   rc.batches = static_cast<int>(s.workload.batches);
+  rc.seq_len = s.workload.seq_len;
   rc.model_name = s.model.name;
   rc.base_dir = s.base_dir;
   rc.seed = s.seed;

@@ -116,7 +116,8 @@ std::unique_ptr<RoutingModel> table(const RoutingContext& ctx, std::vector<doubl
 
 std::unique_ptr<RoutingModel> make_skewed(const ParamSet& p, const RoutingContext& ctx, const SourceLocation& where) {
   std::vector<int> hot;
-  if (p.given("hot_list")) {
+  // An empty list is the default a resolved scenario writes back: it means "use hot_experts".
+  if (p.given("hot_list") && !p.get_int_list("hot_list").empty()) {
     const auto list = p.get_int_list("hot_list");
     std::vector<char> seen(static_cast<std::size_t>(ctx.experts), 0);
     for (const auto id : list) {
@@ -157,7 +158,7 @@ std::unique_ptr<RoutingModel> make_skewed(const ParamSet& p, const RoutingContex
          int_param("hot_experts", "1", "number of hot experts", 1),
          ParamSpec{"hot", ParamType::kString, "first", "", "which experts are hot: the first ones, or a set fixed by the seed",
                    {}, {}, {"first", "random"}},
-         ParamSpec{"hot_list", ParamType::kIntList, "[]", "", "explicit hot expert ids (overrides 'hot')", 0.0, {}, {}},
+         ParamSpec{"hot_list", ParamType::kIntList, "[]", "", "explicit hot expert ids (overrides 'hot' and 'hot_experts'); empty = use hot_experts", 0.0, {}, {}},
          depth_gradient_param()},
         make_skewed});
 

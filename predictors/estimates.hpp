@@ -50,4 +50,10 @@ struct OverheadCurve {
   double at(double accuracy, double skewness) const;
 };
 
+/// Reorders `predicted` (top_k distinct experts of one token) so that each predicted expert that
+/// is among the token's true experts sits in the slot of that true expert: afterwards
+/// predicted[s] == truth[s] exactly where slot s is predicted correctly, which is how
+/// Forecast::selection_expert is read. Returns the number of correct slots.
+int align_to_truth(const std::int32_t* truth, std::int32_t* predicted, int top_k);
+
 }  // namespace moesim

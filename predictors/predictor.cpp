@@ -9,6 +9,7 @@ Registry<PredictorInfo>& predictors() {
 
 void Predictor::setup(const PredictorContext& /*ctx*/) {}
 void Predictor::observe(int /*batch*/, int /*moe_layer*/, const LayerRouting& /*truth*/) {}
+std::optional<double> Predictor::held_out_accuracy() const { return std::nullopt; }
 
 const char* error_model_name(ErrorModel m) {
   switch (m) {

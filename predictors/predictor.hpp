@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ class Predictor {
   virtual Forecast forecast(int batch, int moe_layer, const LayerRouting& truth, Rng& rng) = 0;
   /// Learns from the routing of a finished batch's layer. Default: nothing.
   virtual void observe(int batch, int moe_layer, const LayerRouting& truth);
+  /// For predictors trained on a split of the training window: the fraction of held-out
+  /// selections predicted correctly (MoE-GPS §3.2.2, App. B). Default: none.
+  virtual std::optional<double> held_out_accuracy() const;
 };
 
 /// Registry entry: declared options and a factory.

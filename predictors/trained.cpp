@@ -10,20 +10,10 @@
 #include <string>
 #include <unordered_map>
 
+#include "predictors/estimates.hpp"
 #include "predictors/predictor.hpp"
 
 namespace moesim {
-
-// Shared helpers, declared here until a header carries them (predictor.hpp is not ours to edit).
-
-/// Reorders `predicted` (top_k distinct experts of one token) so that each predicted expert that
-/// is among the token's true experts sits in the slot of that true expert: afterwards
-/// predicted[s] == truth[s] exactly where slot s is predicted correctly, which is how
-/// Forecast::selection_expert is read. Returns the number of correct slots.
-int align_to_truth(const std::int32_t* truth, std::int32_t* predicted, int top_k);
-/// The held-out accuracy (fraction of held-out selections predicted correctly, MoE-GPS §3.2.2) of
-/// a trained predictor after setup; nullopt for predictors that do not train.
-std::optional<double> held_out_accuracy(const Predictor& p);
 
 int align_to_truth(const std::int32_t* truth, std::int32_t* predicted, int top_k) {
   // A swap only moves a misplaced expert out of slot s and into a slot that was wrong too (the
@@ -118,22 +108,15 @@ class TrainedPredictor final : public Predictor {
     if (moe_layer < 0 || moe_layer >= static_cast<int>(rules_.size()))
       throw std::logic_error("trained predictor: no rule for MoE layer " + std::to_string(moe_layer) +
                              " (was setup called?)");
-    Forecast f;
-    f.kind = Forecast::Kind::kTokens;
-    f.error_model = error_model_;
-    f.overhead_ms = overhead_us_ / 1000.0;
-    f.selection_expert.resize(truth.experts.size());
-    const std::int64_t correct = predict(rules_[static_cast<std::size_t>(moe_layer)], truth, f.selection_expert.data());
-    f.expert_share.assign(static_cast<std::size_t>(truth.num_experts), 0.0);
-    const double total = static_cast<double>(f.selection_expert.size());
-    for (const std::int32_t e : f.selection_expert) f.expert_share[static_cast<std::size_t>(e)] += 1.0 / total;
-    // MoE-GPS §3.3: ε = 1 − accuracy for Token-to-Expert Prediction, here against this batch.
-    f.error = total > 0.0 ? 1.0 - static_cast<double>(correct) / total : 0.0;
-    return f;
+    std::vector<std::int32_t> predicted(truth.experts.size());
+    predict(rules_[static_cast<std::size_t>(moe_layer)], truth, predicted.data());
+    // MoE-GPS §3.3: ε = 1 − accuracy for Token-to-Expert Prediction, here against this batch
+    // (the predictions are aligned to the true slots, so a mismatch is a wrong prediction).
+    return token_forecast(std::move(predicted), truth, error_model_, overhead_us_ / 1000.0);
   }
 
   /// Fraction of the held-out selections predicted correctly, over every MoE layer.
-  double held_out_accuracy() const { return held_out_accuracy_; }
+  std::optional<double> held_out_accuracy() const override { return held_out_accuracy_; }
 
  private:
   /// The key a token's counts are kept under: its vocabulary id or its position (t mod seq_len);
@@ -218,19 +201,6 @@ ParamSpec window_param() {
                    "training batches per MoE layer; the first 80% train, the last 20% are held out", 2.0, {}, {}};
 }
 
-/// MoE-GPS §3.3's three outcomes of one ε; typical is the paper's default.
-ParamSpec error_model_param() {
-  return ParamSpec{"error_model", ParamType::kString, "typical", "",
-                   "how the error lands on GPUs (MoE-GPS §3.3)", {}, {}, {"optimistic", "typical", "pessimistic"}};
-}
-
-/// The error model named by the `error_model` option.
-ErrorModel error_model_of(const ParamSet& p) {
-  ErrorModel m = ErrorModel::kTypical;
-  parse_error_model(p.get_string("error_model"), m);  // the spec's choices admit only valid names
-  return m;
-}
-
 [[maybe_unused]] const bool registered_probability = predictors().add(
     "probability",
     "MoE-GPS App. B probability model: every token gets the top-k experts most frequent in training",
@@ -264,9 +234,5 @@ ErrorModel error_model_of(const ParamSet& p) {
 
 }  // namespace
 
-std::optional<double> held_out_accuracy(const Predictor& p) {
-  if (const auto* t = dynamic_cast<const TrainedPredictor*>(&p)) return t->held_out_accuracy();
-  return std::nullopt;
-}
 
 }  // namespace moesim

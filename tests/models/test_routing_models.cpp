@@ -94,6 +94,17 @@ TEST(RoutingModels, SkewedHotSetChoices) {
   EXPECT_NE(a, r2->distribution(0, 0, rng));
 }
 
+// A resolved scenario writes the default `hot_list: []` back next to `hot_experts`; loading it
+// again must mean the same routing.
+TEST(RoutingModels, SkewedEmptyHotListMeansHotExperts) {
+  Rng rng(1);
+  const auto plain = make("skewed", "{alpha: 0.6, hot_experts: 3}", context(16, 1))->distribution(0, 0, rng);
+  const auto resolved =
+      make("skewed", "{alpha: 0.6, hot_experts: 3, hot_list: [], hot: first}", context(16, 1))->distribution(0, 0, rng);
+  EXPECT_EQ(plain, resolved);
+  EXPECT_DOUBLE_EQ(resolved[2], 0.2);
+}
+
 TEST(RoutingModels, MoeShardRatio) {
   // MoEShard §4 defaults: alpha_r = 0.6, k_r = 10% of 128 = 13 experts.
   const int E = 128;

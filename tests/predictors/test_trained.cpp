@@ -9,12 +9,11 @@
 #include <optional>
 
 #include "models/model_spec.hpp"
+#include "predictors/estimates.hpp"
 #include "predictors/predictor.hpp"
 
 namespace moesim {
 // Defined in predictors/trained.cpp.
-int align_to_truth(const std::int32_t* truth, std::int32_t* predicted, int top_k);
-std::optional<double> held_out_accuracy(const Predictor& p);
 
 namespace {
 
@@ -87,9 +86,9 @@ struct Accuracies {
 };
 
 Accuracies held_out(const Bench& bench) {
-  return {*held_out_accuracy(*bench.trained("probability")),
-          *held_out_accuracy(*bench.trained("conditional-probability")),
-          *held_out_accuracy(*bench.trained("conditional-probability", "{condition: position}"))};
+  return {*bench.trained("probability")->held_out_accuracy(),
+          *bench.trained("conditional-probability")->held_out_accuracy(),
+          *bench.trained("conditional-probability", "{condition: position}")->held_out_accuracy()};
 }
 
 std::string token_routing(double skewness, double affinity, double position_affinity = 0.0) {
@@ -122,13 +121,13 @@ TEST(TrainedPredictors, ProbabilityPredictsTheGloballyMostFrequentExpert) {
   EXPECT_DOUBLE_EQ(f.expert_share[3], 1.0);
   const auto c = truth.expert_counts();
   EXPECT_NEAR(f.error, 1.0 - static_cast<double>(c[3]) / truth.num_tokens, 1e-12);
-  EXPECT_NEAR(*held_out_accuracy(*pred), 2.0 / 8, 0.01);  // the hot expert's share
+  EXPECT_NEAR(*pred->held_out_accuracy(), 2.0 / 8, 0.01);  // the hot expert's share
 
   // Top-2: the hot expert is in every token's prediction, so it gets exactly half the selections.
   const Bench top2("skewness", "{skewness: 2.0, hot_expert: 3}");
   const Forecast f2 = top2.trained("probability")->forecast(0, 0, top2.batch(0, 0), rng);
   EXPECT_DOUBLE_EQ(f2.expert_share[3], 0.5);
-  EXPECT_NEAR(*held_out_accuracy(*top2.trained("probability")), (0.5 + (1 - 0.25) / 7 * 2) / 2, 0.01);
+  EXPECT_NEAR(*top2.trained("probability")->held_out_accuracy(), (0.5 + (1 - 0.25) / 7 * 2) / 2, 0.01);
 }
 
 TEST(TrainedPredictors, ConditionalBeatsProbabilityOnlyWhenTokensCarryInformation) {
@@ -156,10 +155,10 @@ TEST(TrainedPredictors, HeldOutAccuracyPredictsFreshBatches) {
   const Bench bench("token-conditioned", token_routing(1.4, 0.6));
   for (const char* yaml : {"{}", "{condition: position}"}) {
     auto pred = bench.trained("conditional-probability", yaml);
-    EXPECT_NEAR(*held_out_accuracy(*pred), bench.live_accuracy(*pred), 0.02) << yaml;
+    EXPECT_NEAR(*pred->held_out_accuracy(), bench.live_accuracy(*pred), 0.02) << yaml;
   }
   auto prob = bench.trained("probability");
-  EXPECT_NEAR(*held_out_accuracy(*prob), bench.live_accuracy(*prob), 0.02);
+  EXPECT_NEAR(*prob->held_out_accuracy(), bench.live_accuracy(*prob), 0.02);
 }
 
 TEST(TrainedPredictors, TokenConditionFallsBackWithoutTokenIds) {
@@ -169,7 +168,7 @@ TEST(TrainedPredictors, TokenConditionFallsBackWithoutTokenIds) {
   Rng rng(1);
   const LayerRouting truth = bench.batch(2, 1);
   EXPECT_EQ(prob->forecast(2, 1, truth, rng).selection_expert, cond->forecast(2, 1, truth, rng).selection_expert);
-  EXPECT_DOUBLE_EQ(*held_out_accuracy(*prob), *held_out_accuracy(*cond));
+  EXPECT_DOUBLE_EQ(*prob->held_out_accuracy(), *cond->held_out_accuracy());
 }
 
 TEST(TrainedPredictors, AlignToTruthPutsCorrectExpertsInTheirSlots) {
@@ -220,8 +219,8 @@ TEST(TrainedPredictors, OptionsReachTheForecastAndRunsRepeat) {
   EXPECT_EQ(set.selection_expert, dflt.selection_expert);  // deterministic training
   // A larger window trains on more batches: the accuracy can only be measured, not promised,
   // but training must still hold out batches (window 2: one trains, one is held out).
-  EXPECT_GT(*held_out_accuracy(*bench.trained("conditional-probability", "{window: 2}")), 0.3);
-  EXPECT_FALSE(held_out_accuracy(*predictors().get("none").value.make(ParamSet{})).has_value());
+  EXPECT_GT(*bench.trained("conditional-probability", "{window: 2}")->held_out_accuracy(), 0.3);
+  EXPECT_FALSE(predictors().get("none").value.make(ParamSet{})->held_out_accuracy().has_value());
 }
 
 }  // namespace
