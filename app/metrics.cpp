@@ -224,6 +224,7 @@ void MetricsCollector::add_batch(const BatchPlan& plan, const std::vector<TaskTi
     }
     prev = std::max(prev, layer_end[l]);
   }
+  for (const LayerBreakdown& parts : moe_layer_breakdown(g, timing, start)) layer_parts_.push_back(parts);
   const std::vector<GpuTime> gpu_time = gpu_time_breakdown(g, timing, G, start, end);
   for (int gpu = 0; gpu < G; ++gpu) gpu_time_[gpu] += gpu_time[gpu];
 
@@ -267,6 +268,19 @@ nlohmann::json MetricsCollector::summary() const {
   }
   m["layer_latency_ms"] = distribution_summary(layer_ms_);
   m["ttft_ms"] = distribution_summary(ttft_ms);
+  // MoE-GPS Fig. 6: the mean MoE layer's latency by activity (the parts sum to its mean).
+  LayerBreakdown parts;
+  for (const LayerBreakdown& b : layer_parts_) {
+    parts.attention += b.attention;
+    parts.ffn += b.ffn;
+    parts.communication += b.communication;
+    parts.overhead += b.overhead;
+    parts.idle += b.idle;
+  }
+  const double n = layer_parts_.empty() ? 1.0 : static_cast<double>(layer_parts_.size());
+  m["layer_breakdown_ms"] = {{"attention", parts.attention / n}, {"ffn", parts.ffn / n},
+                             {"communication", parts.communication / n}, {"overhead", parts.overhead / n},
+                             {"idle", parts.idle / n}};
   m["throughput_tokens_per_s"] = secs > 0 ? static_cast<double>(tokens_) / secs : 0.0;
   throughput_stats(batches_, m);
   std::vector<double> idle;

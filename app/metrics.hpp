@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/layer_breakdown.hpp"
 #include "hardware/cluster.hpp"
 #include "policies/batch_planner.hpp"
 #include "sim/plan_executor.hpp"
@@ -82,6 +83,7 @@ class MetricsCollector {
  private:
   const Cluster& cluster_;
   std::vector<double> layer_ms_;      ///< per (batch, MoE layer)
+  std::vector<LayerBreakdown> layer_parts_;  ///< per (batch, MoE layer): layer_ms_ by activity
   std::vector<double> alltoall_ms_;   ///< per (batch, MoE layer)
   std::vector<double> skewness_;      ///< per (batch, MoE layer)
   std::vector<double> gpu_imbalance_; ///< per (batch, MoE layer)

@@ -1,0 +1,29 @@
+#pragma once
+// Where a MoE layer's latency goes, as MoE-GPS Fig. 6 stacks it (attention, FFN, communication,
+// prediction overhead). Each instant of a layer's window — from the end of the previous layer to
+// the end of this one — is attributed to the highest-precedence activity running on any GPU at
+// that instant: FFN > attention > communication > overhead; instants with nothing running (a
+// collective's launch latency, waiting on a barrier with no work left) are `idle`. The parts
+// therefore sum exactly to the layer's latency.
+#include <vector>
+
+#include "sim/plan_executor.hpp"
+#include "sim/task_graph.hpp"
+
+namespace moesim {
+
+/// One layer's latency by activity, in milliseconds.
+struct LayerBreakdown {
+  double attention = 0.0;      ///< attention, router, and the merge of expert outputs (compute)
+  double ffn = 0.0;            ///< routed and shared expert computation
+  double communication = 0.0;  ///< token dispatch/combine, collectives, weight copies and fetches
+  double overhead = 0.0;       ///< a predictor's overhead and a policy's CPU-side scheduling
+  double idle = 0.0;           ///< nothing running on any GPU
+  double total() const { return attention + ffn + communication + overhead + idle; }
+};
+
+/// The breakdown of every MoE layer of an executed batch plan (layers with a router task), in
+/// layer order; the batch started at `start`.
+std::vector<LayerBreakdown> moe_layer_breakdown(const TaskGraph& plan, const std::vector<TaskTiming>& timing, Tick start);
+
+}  // namespace moesim
