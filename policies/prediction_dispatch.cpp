@@ -260,6 +260,8 @@ ForecastDispatch dispatch_on_forecast(const Forecast& f, const LayerRouting& r, 
   std::vector<int>& c = out.compute_gpu;
   const bool tokens = f.kind == Forecast::Kind::kTokens;
   if (tokens) {
+    // A selection stays where it was sent when that GPU hosts its true expert (always when it
+    // was predicted right).
     for (std::size_t i = 0; i < truth.size(); ++i) {
       if (planned[i] != truth[i]) ++out.mispredicted;
       if (hosts(dup.gpus_of_expert, truth[i], dup.gpu_of_item[i])) c[i] = dup.gpu_of_item[i];
@@ -269,20 +271,21 @@ ForecastDispatch dispatch_on_forecast(const Forecast& f, const LayerRouting& r, 
   }
   place_unpinned(truth, dup.gpus_of_expert, c, G);
 
-  // kTokens: selections already forwarded move onto b first — that changes only where their
-  // transfer goes, while moving one computed where it sits would add a transfer.
-  std::vector<char> forwarded;
+  // kTokens: the errors of §3.3 are the mispredicted selections, so they move onto b first (a
+  // forwarded one only changes where its transfer goes; under the pessimistic model it already
+  // sits on b). A correctly predicted one moved onto b must then travel there from where it sits.
+  std::vector<char> wrong;
   if (tokens) {
-    forwarded.resize(truth.size());
-    for (std::size_t i = 0; i < truth.size(); ++i) forwarded[i] = c[i] != dup.gpu_of_item[i];
+    wrong.resize(truth.size());
+    for (std::size_t i = 0; i < truth.size(); ++i) wrong[i] = planned[i] != truth[i];
   }
-  out.error = apply_compute_error(f.error_model, f.error, truth, dup.gpus_of_expert, c, G, forwarded);
+  out.error = apply_compute_error(f.error_model, f.error, truth, dup.gpus_of_expert, c, G, wrong);
 
   if (tokens) {
     out.sits_on = dup.gpu_of_item;
     if (f.error_model == ErrorModel::kPessimistic)
       for (std::size_t i = 0; i < truth.size(); ++i)
-        if (planned[i] != truth[i]) out.sits_on[i] = out.error.bottleneck;
+        if (wrong[i]) out.sits_on[i] = out.error.bottleneck;
   }
   out.dispatch = items_to_dispatch(r, home, c, out.sits_on, G, E);
   out.dispatch.copies = dup.copies;
