@@ -39,11 +39,13 @@
 namespace moesim {
 namespace {
 
+/// Whether GPU g holds expert e in the placement.
 bool hosts(const std::vector<std::vector<int>>& gpus_of_expert, int e, int g) {
   const auto& h = gpus_of_expert[static_cast<std::size_t>(e)];
   return std::find(h.begin(), h.end(), g) != h.end();
 }
 
+/// Items per GPU (items not yet placed, at −1, count nowhere).
 std::vector<std::int64_t> loads_of(const std::vector<int>& gpu_of_item, int gpus) {
   std::vector<std::int64_t> load(static_cast<std::size_t>(gpus), 0);
   for (const int g : gpu_of_item)
@@ -259,11 +261,14 @@ ForecastDispatch dispatch_on_forecast(const Forecast& f, const LayerRouting& r, 
   out.gpus_of_expert = dup.gpus_of_expert;
   std::vector<int>& c = out.compute_gpu;
   const bool tokens = f.kind == Forecast::Kind::kTokens;
+  std::vector<char> wrong;  // kTokens: the errors of §3.3, the mispredicted selections
   if (tokens) {
-    // A selection stays where it was sent when that GPU hosts its true expert (always when it
-    // was predicted right).
+    wrong.resize(truth.size());
     for (std::size_t i = 0; i < truth.size(); ++i) {
-      if (planned[i] != truth[i]) ++out.mispredicted;
+      wrong[i] = planned[i] != truth[i];
+      out.mispredicted += wrong[i];
+      // A selection stays where it was sent when that GPU hosts its true expert (always when
+      // it was predicted right).
       if (hosts(dup.gpus_of_expert, truth[i], dup.gpu_of_item[i])) c[i] = dup.gpu_of_item[i];
     }
   } else {
@@ -271,14 +276,9 @@ ForecastDispatch dispatch_on_forecast(const Forecast& f, const LayerRouting& r, 
   }
   place_unpinned(truth, dup.gpus_of_expert, c, G);
 
-  // kTokens: the errors of §3.3 are the mispredicted selections, so they move onto b first (a
-  // forwarded one only changes where its transfer goes; under the pessimistic model it already
-  // sits on b). A correctly predicted one moved onto b must then travel there from where it sits.
-  std::vector<char> wrong;
-  if (tokens) {
-    wrong.resize(truth.size());
-    for (std::size_t i = 0; i < truth.size(); ++i) wrong[i] = planned[i] != truth[i];
-  }
+  // kTokens: the mispredicted selections move onto b first (a forwarded one only changes where
+  // its transfer goes; under the pessimistic model it already sits on b). A correctly predicted
+  // one moved onto b must then travel there from where it sits.
   out.error = apply_compute_error(f.error_model, f.error, truth, dup.gpus_of_expert, c, G, wrong);
 
   if (tokens) {
