@@ -17,7 +17,6 @@ namespace {
 
 using testing_support::fixed_routing;
 using testing_support::mispredicting_forecast;
-using testing_support::token_forecast;
 
 using Hosts = std::vector<std::vector<int>>;
 constexpr int kG = 4;
@@ -157,7 +156,7 @@ TEST(Apportion, LargestRemaindersSumExactly) {
 
 TEST(PlannedItems, PredictedSelectionsOrRoundedShares) {
   const LayerRouting r = fixed_routing({2, 2, 2, 2});
-  const Forecast tokens = token_forecast(r, {3, 3, 3, 3, 3, 3, 0, 1});
+  const Forecast tokens = token_forecast({3, 3, 3, 3, 3, 3, 0, 1}, r, ErrorModel::kTypical, 0.0);
   EXPECT_EQ(planned_items(tokens, r), tokens.selection_expert);
   Forecast dist;
   dist.kind = Forecast::Kind::kDistribution;
@@ -166,7 +165,11 @@ TEST(PlannedItems, PredictedSelectionsOrRoundedShares) {
   EXPECT_THROW(planned_items(Forecast{}, r), std::invalid_argument);
   dist.expert_share.pop_back();
   EXPECT_THROW(planned_items(dist, r), std::invalid_argument);
-  EXPECT_THROW(planned_items(token_forecast(r, {0, 1}), r), std::invalid_argument);
+  Forecast bad = tokens;
+  bad.selection_expert[0] = 4;  // no such expert
+  EXPECT_THROW(planned_items(bad, r), std::invalid_argument);
+  bad.selection_expert.pop_back();
+  EXPECT_THROW(planned_items(bad, r), std::invalid_argument);
 }
 
 TEST(PlaceUnpinned, LeastFlexibleExpertsFirstOntoTheLeastLoadedHost) {
@@ -199,17 +202,6 @@ TEST(ItemsToDispatch, FromHomeOrFromWhereSelectionsSit) {
 
 namespace {
 
-// Top-1 routing with `counts` selections per expert, tokens in a fixed shuffled order.
-LayerRouting mixed_routing(const std::vector<std::int64_t>& counts) {
-  LayerRouting r = fixed_routing(counts);
-  std::uint64_t state = 7;
-  for (std::size_t i = r.experts.size(); i > 1; --i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::swap(r.experts[i - 1], r.experts[(state >> 33) % i]);
-  }
-  return r;
-}
-
 std::int64_t total(const std::vector<Loads>& m) {
   std::int64_t n = 0;
   for (const auto& row : m) n += std::accumulate(row.begin(), row.end(), std::int64_t{0});
@@ -219,7 +211,7 @@ std::int64_t total(const std::vector<Loads>& m) {
 // One skewed layer (expert 0 hot, owned by GPU 0) of 128 tokens, 32 living on each GPU.
 class ForecastDispatchTest : public ::testing::Test {
  protected:
-  LayerRouting r = mixed_routing({64, 10, 9, 9, 9, 9, 9, 9});
+  LayerRouting r = testing_support::mixed_routing({64, 10, 9, 9, 9, 9, 9, 9}, 7);
   std::vector<int> home = [] {
     std::vector<int> h;
     for (int g = 0; g < kG; ++g) h.insert(h.end(), 32, g);
@@ -296,7 +288,7 @@ TEST_F(ForecastDispatchTest, TokensAllWrongForwardEverySelection) {
   budget.max_copies = 1;
   std::vector<std::int32_t> p;
   for (const std::int32_t e : r.experts) p.push_back((e + 4) % 8);
-  const ForecastDispatch fd = run(token_forecast(r, p));
+  const ForecastDispatch fd = run(token_forecast(p, r, ErrorModel::kTypical, 0.0));
   EXPECT_EQ(fd.mispredicted, 128);
   std::vector<Loads> send(kG, Loads(kG, 0));
   for (const std::int32_t e : r.experts) ++send[((e + 4) % 8) / 2][e / 2];
@@ -336,7 +328,7 @@ TEST_F(ForecastDispatchTest, TokensPessimisticRoutesEveryMispredictionThroughOne
 }
 
 TEST_F(ForecastDispatchTest, DistributionExactSharesBalanceAndScatterFromHome) {
-  const ForecastDispatch fd = run(testing_support::distribution_forecast(r, testing_support::shares_of(r.experts, 8)));
+  const ForecastDispatch fd = run(testing_support::distribution_forecast(r, expert_shares(r)));
   EXPECT_TRUE(fd.sits_on.empty());
   EXPECT_EQ(total(fd.dispatch.send), 128);  // every selection scatters, local ones included
   EXPECT_EQ(fd.error.gpu_load, (Loads{32, 32, 32, 32}));
@@ -347,7 +339,7 @@ TEST_F(ForecastDispatchTest, DistributionExactSharesBalanceAndScatterFromHome) {
 TEST_F(ForecastDispatchTest, DistributionCopiesTheExpertItPredicts) {
   // The forecast names expert 7 (GPU 3) hot; expert 0 (GPU 0) is. Algorithm 1 copies expert 7,
   // expert 0 stays on GPU 0 alone, and GPU 0 computes all its true selections.
-  std::vector<double> wrong_hot = testing_support::shares_of(r.experts, 8);
+  std::vector<double> wrong_hot = expert_shares(r);
   std::swap(wrong_hot[0], wrong_hot[7]);
   const ForecastDispatch fd = run(testing_support::distribution_forecast(r, wrong_hot));
   ASSERT_FALSE(fd.dispatch.copies.empty());
@@ -362,7 +354,7 @@ TEST_F(ForecastDispatchTest, DistributionCopiesTheExpertItPredicts) {
 TEST_F(ForecastDispatchTest, DistributionErrorRaisesTheBottleneck) {
   // Exact shares balance at 32 each; a stated ε = 0.1 raises b to ⌈1.1·32⌉ = 36 (typical) or
   // ⌈32 + 12.8⌉ = 45 (pessimistic), as far as b's experts allow.
-  Forecast f = testing_support::distribution_forecast(r, testing_support::shares_of(r.experts, 8));
+  Forecast f = testing_support::distribution_forecast(r, expert_shares(r));
   f.error = 0.1;
   const ForecastDispatch typical = run(f);
   EXPECT_EQ(typical.error.target, 36);

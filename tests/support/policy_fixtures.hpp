@@ -14,6 +14,7 @@
 #include "models/routing.hpp"
 #include "policies/batch_planner.hpp"
 #include "policies/policy.hpp"
+#include "predictors/estimates.hpp"
 #include "predictors/forecast.hpp"
 #include "sim/plan_executor.hpp"
 
@@ -53,6 +54,17 @@ inline LayerRouting fixed_routing(const std::vector<std::int64_t>& counts) {
   return r;
 }
 
+/// fixed_routing(counts) with its tokens in a fixed shuffled order (Fisher–Yates driven by an LCG
+/// seeded with `seed`), so that each expert's tokens are spread over the home GPUs.
+inline LayerRouting mixed_routing(const std::vector<std::int64_t>& counts, std::uint64_t seed) {
+  LayerRouting r = fixed_routing(counts);
+  for (std::size_t i = r.experts.size(); i > 1; --i) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(r.experts[i - 1], r.experts[(seed >> 33) % i]);
+  }
+  return r;
+}
+
 /// Sets `policy` up and plans batch 0 with `r` as the routing of every MoE layer.
 inline BatchPlan plan_with(Policy& policy, const PolicyContext& ctx, const LayerRouting& r) {
   policy.setup(ctx);
@@ -78,30 +90,8 @@ inline std::vector<double> bytes_into(const TaskGraph& g, const Cluster& c, Phas
   return in;
 }
 
-/// Shares of `experts` experts among `items` (each selection's expert).
-inline std::vector<double> shares_of(const std::vector<std::int32_t>& items, int experts) {
-  std::vector<double> share(static_cast<std::size_t>(experts), 0.0);
-  for (const std::int32_t e : items) share[static_cast<std::size_t>(e)] += 1.0 / static_cast<double>(items.size());
-  return share;
-}
-
-/// A token-to-expert forecast of `r` (MoE-GPS §3.2.2) predicting `predicted` per selection;
-/// ε = 1 − accuracy, the fraction predicted wrongly.
-inline Forecast token_forecast(const LayerRouting& r, std::vector<std::int32_t> predicted,
-                               ErrorModel model = ErrorModel::kTypical) {
-  Forecast f;
-  f.kind = Forecast::Kind::kTokens;
-  std::int64_t wrong = 0;
-  for (std::size_t i = 0; i < predicted.size(); ++i) wrong += predicted[i] != r.experts[i];
-  f.error = predicted.empty() ? 0.0 : static_cast<double>(wrong) / static_cast<double>(predicted.size());
-  f.expert_share = shares_of(predicted, r.num_experts);
-  f.selection_expert = std::move(predicted);
-  f.error_model = model;
-  return f;
-}
-
-/// The oracle: every selection of `r` predicted right (ε = 0).
-inline Forecast oracle_forecast(const LayerRouting& r) { return token_forecast(r, r.experts); }
+/// The oracle: every selection of `r` predicted right (ε = 0), as the `oracle` predictor says.
+inline Forecast oracle_forecast(const LayerRouting& r) { return token_forecast(r.experts, r, ErrorModel::kTypical, 0.0); }
 
 /// A token-to-expert forecast of `r` that gets a fraction `eps` of the selections wrong, spread
 /// evenly (selection i is wrong where ⌊(i+1)·ε⌋ > ⌊i·ε⌋), each predicted as the next expert.
@@ -110,19 +100,16 @@ inline Forecast mispredicting_forecast(const LayerRouting& r, double eps, ErrorM
   for (std::size_t i = 0; i < p.size(); ++i)
     if (std::floor(static_cast<double>(i + 1) * eps) > std::floor(static_cast<double>(i) * eps))
       p[i] = (p[i] + 1) % r.num_experts;
-  return token_forecast(r, std::move(p), model);
+  return token_forecast(std::move(p), r, model, 0.0);
 }
 
 /// A distribution-only forecast (MoE-GPS §3.2.1) predicting `share`, with ε its error rate
-/// against `r`: mean_e |p̂_e − p_e| / (1/E).
+/// against `r`'s true shares.
 inline Forecast distribution_forecast(const LayerRouting& r, std::vector<double> share,
                                       ErrorModel model = ErrorModel::kTypical) {
   Forecast f;
   f.kind = Forecast::Kind::kDistribution;
-  const std::vector<double> truth = shares_of(r.experts, r.num_experts);
-  double l1 = 0.0;
-  for (std::size_t e = 0; e < share.size(); ++e) l1 += std::abs(share[e] - truth[e]);
-  f.error = l1;  // mean |p̂ − p| / (1/E) = Σ|p̂ − p|
+  f.error = distribution_error_rate(share, expert_shares(r));
   f.expert_share = std::move(share);
   f.error_model = model;
   return f;
@@ -173,13 +160,6 @@ inline std::vector<double> expert_busy(const TaskGraph& g, const std::vector<Tas
     if (const Task& t = g.task(id); t.kind == TaskKind::kCompute && t.phase == Phase::kExperts)
       busy[static_cast<std::size_t>(t.gpu)] += static_cast<double>(timing[id].end - timing[id].start);
   return busy;
-}
-
-/// When the last task of an executed plan ends.
-inline Tick makespan(const std::vector<TaskTiming>& timing) {
-  Tick end = 0;
-  for (const TaskTiming& t : timing) end = std::max(end, t.end);
-  return end;
 }
 
 }  // namespace moesim::testing_support
