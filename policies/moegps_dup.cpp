@@ -1,8 +1,11 @@
-// moegps-dup: per-layer expert duplication by MoE-GPS Algorithm 1 (§3.1), with the batch's true
-// routing as the prediction (an oracle). Starting from the static layout, the heaviest expert on
-// the most loaded GPU is copied to the least loaded one and half the gap of tokens follows it,
-// until loads differ by at most one token or no move is possible, within C_max copies per expert
-// and each GPU's memory headroom.
+// moegps-dup: per-layer expert duplication by MoE-GPS Algorithm 1 (§3.1), acting on the layer's
+// forecast (§3.2). Starting from the static layout, the heaviest expert on the most loaded GPU is
+// copied to the least loaded one and half the gap of tokens follows it, until loads differ by at
+// most one token or no move is possible, within C_max copies per expert and each GPU's memory
+// headroom. Algorithm 1 sees the predicted map; the true selections are then computed within the
+// placement it chose, under the forecast's error model (prediction_dispatch.cpp). Without a
+// forecast nothing is known before routing, duplication cannot act ahead of time, and the policy
+// is static-ep (§4: the "no prediction" baseline).
 //
 // The copies are timed, not assumed free: each new (e, g) is a peer copy from e's owner that may
 // start at the layer start, because MoE-GPS runs the predictor before attention and argues the
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "models/model_spec.hpp"
+#include "policies/prediction_dispatch.hpp"
 
 namespace moesim {
 
@@ -115,42 +119,34 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
   explicit MoeGpsDup(const ParamSet& p)
       : StaticLayoutWithCopies(p.get_string("placement")), max_copies_(p.get_int("max_copies")) {}
 
+  /// The static layout, its memory headroom, and what Algorithm 1 may spend per layer.
   void setup(const PolicyContext& ctx) override {
     if (max_copies_ == 0)
       throw InputError(SourceLocation{}, "moegps-dup: max_copies must be at least 1 (or -1 for the number of GPUs)");
     StaticLayoutWithCopies::setup(ctx);
+    const int G = ctx.cluster.num_gpus();
+    const int c_max = max_copies_ < 0 ? G : static_cast<int>(std::min<std::int64_t>(max_copies_, G));
+    budget_ = CopyBudget{placement().gpus_of_expert, headroom(), ctx.model.expert_bytes(), c_max};
   }
 
  protected:
-  Dispatch dispatch(const PolicyContext& ctx, const MoeLayerInput& in) override {
-    const LayerRouting& r = *in.routing;
-    const auto& home = *in.token_home;
-    const int G = ctx.cluster.num_gpus();
-    const int c_max = max_copies_ < 0 ? G : static_cast<int>(std::min<std::int64_t>(max_copies_, G));
-    // Oracle prediction: Algorithm 1 sees this batch's true token→expert map.
-    const Duplication dup =
-        duplicate_experts(r.experts, placement().gpus_of_expert, headroom(), ctx.model.expert_bytes(), c_max);
-    Dispatch d(G, ctx.model.experts);
-    for (std::int64_t t = 0; t < r.num_tokens; ++t)
-      for (int s = 0; s < r.top_k; ++s) {
-        const auto i = static_cast<std::size_t>(t * r.top_k + s);
-        const int g = dup.gpu_of_item[i];
-        ++d.send[home[t]][g];
-        ++d.load[g][r.experts[i]];
-      }
-    d.copies = dup.copies;
-    d.copies_start = CopyStart::kLayerStart;  // decided before attention (§3.1)
-    note_copies(d.copies);
-    return d;
+  /// The layer's placement and dispatch from its forecast (none: static-ep).
+  Dispatch dispatch(const PolicyContext& /*ctx*/, const MoeLayerInput& in) override {
+    const Forecast none;
+    ForecastDispatch fd = dispatch_on_forecast(in.forecast ? *in.forecast : none, *in.routing, *in.token_home, budget_);
+    note_copies(fd.dispatch.copies);
+    return std::move(fd.dispatch);
   }
 
  private:
   std::int64_t max_copies_;
+  CopyBudget budget_;
 };
 
 const bool registered = policies().add(
     "moegps-dup",
-    "MoE-GPS Alg. 1: per-layer expert duplication from the (oracle) routing, within max_copies and memory headroom",
+    "MoE-GPS Alg. 1: per-layer expert duplication from the layer's forecast (none: static-ep), within max_copies "
+    "and memory headroom; prediction error per the forecast's error model",
     PolicyInfo{{placement_param(),
                 ParamSpec{"max_copies", ParamType::kInt, "-1", "copies",
                           "C_max: most GPUs holding one expert in a layer, its owner included; -1 = the number "

@@ -1,8 +1,9 @@
 #pragma once
 // Expert duplication, usable on its own: MoE-GPS Algorithm 1 (§3.1), which copies experts from
 // overloaded to underloaded GPUs until per-GPU token loads are balanced, and the weight copies
-// that bring a new placement into being. The `moegps-dup` policy feeds Algorithm 1 the batch's
-// true routing (an oracle); expert-load predictors can feed it a predicted token→expert map.
+// that bring a new placement into being. The `moegps-dup` policy feeds Algorithm 1 the map a
+// layer's forecast predicts (prediction_dispatch.hpp, MoE-GPS §3.2): per-selection experts, or
+// per-expert shares; with no forecast it cannot act ahead of routing and is static-ep.
 #include <cstdint>
 #include <vector>
 

@@ -1,46 +1,42 @@
 // moegps-dup (MoE-GPS Algorithm 1, §3.1): the algorithm on its own (balance, C_max, memory,
 // conservation, copy sources, the open points), the policy's plan (copies as timed peer fetches,
-// none when balanced, memory accounting) and scenario runs against static-ep.
+// none when balanced, memory accounting, static-ep without a forecast) and scenario-shaped plans
+// against static-ep, across forecast kinds and errors (§3.2–3.3).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
-#include <set>
+#include <tuple>
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
-#include "hardware/cost_model.hpp"
 #include "models/model_spec.hpp"
+#include "models/routing.hpp"
 #include "policies/batch_planner.hpp"
 #include "policies/memory.hpp"
 #include "policies/moegps_dup.hpp"
-#include "sim/plan_executor.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {
 namespace {
 
+using testing_support::expert_busy;
 using testing_support::fixed_routing;
 using testing_support::make_policy;
+using testing_support::phase_bytes;
+using testing_support::worst_max_over_mean;
 
 constexpr double kPlenty = 1e18;  // memory that never binds
 constexpr double kEb = 100.0;     // params(e) in the algorithm tests
 
 std::vector<std::vector<int>> hosts_of(const std::vector<int>& owner) {
-  std::vector<std::vector<int>> p;
-  for (const int g : owner) p.push_back({g});
-  return p;
+  return ExpertPlacement::from_owner(owner, *std::max_element(owner.begin(), owner.end()) + 1).gpus_of_expert;
 }
 
 // Items of `counts`, interleaved by a fixed permutation so that experts' tokens are mixed.
 std::vector<std::int32_t> mixed_items(const std::vector<std::int64_t>& counts) {
-  std::vector<std::int32_t> items = fixed_routing(counts).experts;
-  std::uint64_t state = 42;
-  for (std::size_t i = items.size(); i > 1; --i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::swap(items[i - 1], items[(state >> 33) % i]);
-  }
-  return items;
+  return testing_support::mixed_routing(counts, 42).experts;
 }
 
 const std::vector<std::vector<std::int64_t>> kSkews{
@@ -146,6 +142,9 @@ TEST(MoeGpsAlgorithm, CopySourcesPreferKeepersThenSpread) {
             (std::vector<std::pair<int, int>>{{0, 2}, {1, 2}, {1, 3}}));
 }
 
+// The policy's plans. A test that means the oracle — Algorithm 1 on the true routing, as
+// moegps-dup behaved before predictors — passes an oracle forecast (kTokens, every selection
+// right, ε = 0); without a forecast the policy is static-ep.
 class MoeGpsPlan : public ::testing::Test {
  protected:
   ModelSpec model = model_presets().get("switch-base-8").value;
@@ -160,8 +159,9 @@ class MoeGpsPlan : public ::testing::Test {
     p->setup(ctx);
     return p;
   }
-  BatchPlan plan(Policy& p, const std::vector<std::int64_t>& counts) {
-    return plan_batch(p, ctx, 0, std::vector<LayerRouting>(model.num_moe_layers(), fixed_routing(counts)));
+  BatchPlan plan(Policy& p, const std::vector<std::int64_t>& counts, const PolicyContext* c = nullptr) {
+    const LayerRouting r = fixed_routing(counts);
+    return testing_support::plan_forecast(p, c ? *c : ctx, r, testing_support::oracle_forecast(r));
   }
   static std::vector<const Task*> fetches(const BatchPlan& bp) {
     std::vector<const Task*> out;
@@ -195,6 +195,29 @@ TEST_F(MoeGpsPlan, CopiesAreTimedPeerFetchesOfExpertBytes) {
     EXPECT_DOUBLE_EQ(bytes[g], (2.0 * model.num_moe_layers() + per_gpu[g]) * model.expert_bytes()) << g;
 }
 
+TEST_F(MoeGpsPlan, OracleTokensSkipTheScatterAndGatherHome) {
+  auto p = make();
+  const BatchPlan bp = plan(*p, kSkews[0]);
+  EXPECT_EQ(phase_bytes(bp.graph, Phase::kDispatch), 0.0);  // §3.2.2: placed on its GPU before attention
+  EXPECT_GT(phase_bytes(bp.graph, Phase::kCombine), 0.0);
+}
+
+TEST_F(MoeGpsPlan, WithoutAForecastItPlansStaticEp) {
+  // MoE-GPS §4's "no prediction": nothing is known before routing, so nothing is copied ahead.
+  auto dup = make();
+  auto st = make_policy("static-ep", YAML::Node(YAML::NodeType::Map));
+  st->setup(ctx);
+  const std::vector<LayerRouting> layers(model.num_moe_layers(), fixed_routing(kSkews[0]));
+  const BatchPlan a = plan_batch(*dup, ctx, 0, layers), b = plan_batch(*st, ctx, 0, layers);
+  EXPECT_TRUE(fetches(a).empty());
+  EXPECT_EQ(a.graph.size(), b.graph.size());
+  ASSERT_EQ(a.moe.size(), b.moe.size());
+  for (std::size_t i = 0; i < a.moe.size(); ++i) EXPECT_EQ(a.moe[i].gpu_tokens, b.moe[i].gpu_tokens);
+  for (int l = 0; l < model.layers; ++l)
+    for (const Phase ph : {Phase::kDispatch, Phase::kCombine})
+      EXPECT_EQ(testing_support::bytes_into(a.graph, cluster, ph, l), testing_support::bytes_into(b.graph, cluster, ph, l));
+}
+
 TEST_F(MoeGpsPlan, NoCopiesWhenAlreadyBalanced) {
   auto p = make();
   const BatchPlan bp = plan(*p, std::vector<std::int64_t>(8, 16));
@@ -218,7 +241,7 @@ TEST_F(MoeGpsPlan, NoCopiesWithoutHeadroom) {
   const PolicyContext tctx{model, tight, wl};
   auto p = make_policy("moegps-dup", YAML::Node(YAML::NodeType::Map));
   p->setup(tctx);
-  const BatchPlan bp = plan_batch(*p, tctx, 0, std::vector<LayerRouting>(model.num_moe_layers(), fixed_routing(kSkews[0])));
+  const BatchPlan bp = plan(*p, kSkews[0], &tctx);
   EXPECT_TRUE(fetches(bp).empty());
   for (const auto& moe : bp.moe) EXPECT_EQ(moe.gpu_tokens[0], 74);
 }
@@ -241,68 +264,85 @@ workload: {batch_size: 1, seq_len: 512, batches: 2, routing: {kind: skewness, sk
 policy: [static-ep, moegps-dup]
 )";
 
+using ForecastOf = std::function<Forecast(const LayerRouting&)>;
+const ForecastOf kNoForecast = [](const LayerRouting&) { return Forecast{}; };
+const ForecastOf kOracle = [](const LayerRouting& r) { return testing_support::oracle_forecast(r); };
+
+// Batch 0 of a scenario's routing, planned under `policy` with `forecast` of each MoE layer (made
+// by hand: an exact ε, a stated error model) and run on the engine, every task's timing kept.
+struct Planned { BatchPlan plan; std::vector<TaskTiming> timing; };
+Planned plan_scenario(const char* text, const char* policy, const ForecastOf& forecast,
+                      const std::vector<std::string>& overrides = {}) {
+  const Scenario s = load_scenario_text(text, "dup.yaml", overrides);
+  const Cluster cluster(s.hardware);
+  const PolicyContext ctx{s.model, cluster, s.workload};
+  auto p = make_policy(policy, YAML::Node(YAML::NodeType::Map));
+  p->setup(ctx);
+  const auto routing = routing_models().get(s.routing.kind).value.make(s.routing.params, routing_context(s), s.routing.where);
+  std::vector<LayerRouting> layers;
+  std::vector<Forecast> forecasts;
+  for (int l = 0; l < s.model.num_moe_layers(); ++l) {
+    Rng rng = Rng::derive(s.seed, 0, static_cast<std::uint64_t>(l));
+    layers.push_back(routing->route(0, l, s.workload.tokens_per_batch(), rng));
+    forecasts.push_back(forecast(layers.back()));
+  }
+  Planned out{plan_batch(*p, ctx, 0, layers, &forecasts), {}};
+  out.timing = testing_support::execute_plan(out.plan.graph, cluster);
+  return out;
+}
+
+// Runs × predictors through run_scenario: static-ep and moegps-dup, each with no prediction and
+// with the oracle predictor (this batch's true selections before attention, ε = 0).
+nlohmann::json run_with_predictors(const char* text) {
+  return run_scenario(load_scenario_text(std::string(text) + "predictor: [none, oracle]\n", "dup.yaml"));
+}
 double metric(const nlohmann::json& r, int run, const char* path) {
   return r["runs"][run]["metrics"][nlohmann::json::json_pointer(path)].get<double>();
 }
+enum Run { kStaticNone, kStaticOracle, kDupNone, kDupOracle };
 
 }  // namespace
 
-TEST(MoeGpsScenario, BalancesSwitchUnderSkewAndBeatsStaticEp) {
-  const auto r = run_scenario(load_scenario_text(kSwitch, "dup.yaml"));
-  EXPECT_GT(metric(r, 0, "/load/gpu_max_over_mean"), 2.0);
-  EXPECT_LT(metric(r, 1, "/load/gpu_max_over_mean"), 1.01);
-  EXPECT_LT(metric(r, 1, "/layer_latency_ms/mean"), metric(r, 0, "/layer_latency_ms/mean"));
+TEST(MoeGpsScenario, OracleBalancesSwitchUnderSkewAndBeatsStaticEp) {
+  const auto r = run_with_predictors(kSwitch);
+  ASSERT_EQ(r["runs"][kDupOracle]["predictor"], "oracle");
+  EXPECT_GT(metric(r, kStaticNone, "/load/gpu_max_over_mean"), 2.0);
+  EXPECT_LT(metric(r, kDupOracle, "/load/gpu_max_over_mean"), 1.01);
+  EXPECT_LT(metric(r, kDupOracle, "/layer_latency_ms/mean"), metric(r, kStaticNone, "/layer_latency_ms/mean"));
+  // No prediction: duplication cannot act ahead of routing, and moegps-dup is static-ep.
+  EXPECT_EQ(r["runs"][kDupNone]["metrics"]["layer_latency_ms"], r["runs"][kStaticNone]["metrics"]["layer_latency_ms"]);
+  EXPECT_EQ(r["runs"][kDupNone]["metrics"]["load"], r["runs"][kStaticNone]["metrics"]["load"]);
 }
 
 // Mixtral batch 1 x 512: Algorithm 1 balances, but each copy is a 352 MB expert over a 100 GB/s
 // pair link, far longer than the 512-token attention it starts beside (MoE-GPS §5 estimated
 // ~0.1 ms at 2 TB/s). The engine times it, so duplication does not pay here.
-TEST(MoeGpsScenario, MixtralCopiesAreTimedNotFree) {
-  const auto r = run_scenario(load_scenario_text(kMixtral, "dup.yaml"));
-  EXPECT_LT(metric(r, 1, "/load/gpu_max_over_mean"), 1.01);
-  EXPECT_GT(metric(r, 1, "/layer_latency_ms/mean"), metric(r, 0, "/layer_latency_ms/mean"));
+TEST(MoeGpsScenario, MixtralOracleCopiesAreTimedNotFree) {
+  const auto r = run_with_predictors(kMixtral);
+  EXPECT_LT(metric(r, kDupOracle, "/load/gpu_max_over_mean"), 1.01);
+  EXPECT_GT(metric(r, kDupOracle, "/layer_latency_ms/mean"), metric(r, kStaticNone, "/layer_latency_ms/mean"));
 }
 
 // Copies start at the layer start and overlap attention; the share of copy time that does is
 // larger on NVLink than on PCIe (same attention, slower copies).
 TEST(MoeGpsScenario, CopiesOverlapAttentionMoreOnNvlinkThanPcie) {
   auto hidden_share = [](const char* hardware) {
-    const Scenario s = load_scenario_text(kMixtral, "dup.yaml", {std::string("hardware=") + hardware});
-    const Cluster cluster(s.hardware);
-    const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
-    const PolicyContext ctx{s.model, cluster, s.workload};
-    auto p = make_policy("moegps-dup", YAML::Node(YAML::NodeType::Map));
-    p->setup(ctx);
-    // Top-2 routing with skewness 2: expert 0 takes one selection of every other token.
-    LayerRouting r;
-    r.top_k = 2;
-    r.num_experts = 8;
-    r.num_tokens = s.workload.tokens_per_batch();
-    for (std::int64_t t = 0; t < r.num_tokens; ++t) {
-      const int a = 1 + static_cast<int>(t % 7);
-      r.experts.push_back(t % 2 == 0 ? 0 : 1 + a % 7);
-      r.experts.push_back(a);
-    }
-    const BatchPlan bp = plan_batch(*p, ctx, 0, std::vector<LayerRouting>(s.model.num_moe_layers(), r));
-    Simulator sim;
-    FlowNetwork net(sim);
-    cluster.install(net);
-    PlanExecutor exec(sim, net, cluster.num_gpus(), engine_hooks(cluster, cost));
-    const auto timing = exec.run(bp.graph);
-    std::vector<Tick> attn_begin(s.model.layers, kTickMax), attn_end(s.model.layers, 0);
-    for (TaskId id = 0; id < bp.graph.size(); ++id)
-      if (bp.graph.task(id).phase == Phase::kAttention) {
-        const int l = bp.graph.task(id).layer;
-        attn_begin[l] = std::min(attn_begin[l], timing[id].start);
-        attn_end[l] = std::max(attn_end[l], timing[id].end);
+    const Planned p = plan_scenario(kMixtral, "moegps-dup", kOracle, {std::string("hardware=") + hardware});
+    const TaskGraph& g = p.plan.graph;
+    std::vector<Tick> attn_begin(g.size(), kTickMax), attn_end(g.size(), 0);  // by layer
+    for (TaskId id = 0; id < g.size(); ++id)
+      if (g.task(id).phase == Phase::kAttention) {
+        const int l = g.task(id).layer;
+        attn_begin[l] = std::min(attn_begin[l], p.timing[id].start);
+        attn_end[l] = std::max(attn_end[l], p.timing[id].end);
       }
     double copy = 0.0, overlap = 0.0;
-    for (TaskId id = 0; id < bp.graph.size(); ++id) {
-      const Task& t = bp.graph.task(id);
+    for (TaskId id = 0; id < g.size(); ++id) {
+      const Task& t = g.task(id);
       if (t.kind != TaskKind::kTransfer || t.phase != Phase::kFetch) continue;
-      copy += static_cast<double>(timing[id].end - timing[id].start);
+      copy += static_cast<double>(p.timing[id].end - p.timing[id].start);
       overlap += static_cast<double>(std::max<Tick>(
-          0, std::min(timing[id].end, attn_end[t.layer]) - std::max(timing[id].start, attn_begin[t.layer])));
+          0, std::min(p.timing[id].end, attn_end[t.layer]) - std::max(p.timing[id].start, attn_begin[t.layer])));
     }
     EXPECT_GT(copy, 0.0) << hardware;
     return overlap / copy;
@@ -310,6 +350,47 @@ TEST(MoeGpsScenario, CopiesOverlapAttentionMoreOnNvlinkThanPcie) {
   const double nvlink = hidden_share("hgx-a100-4gpu-nvlink"), pcie = hidden_share("a100-4gpu-pcie");
   EXPECT_GT(pcie, 0.0);
   EXPECT_GT(nvlink, pcie);
+}
+
+// Mixtral-shaped plans across token-to-expert accuracy (MoE-GPS §3.3, §4), the ingredients of
+// Fig. 6's U-shape that the policy owns (the predictor's overhead is the other arm): as ε falls,
+// compute imbalance, the busiest GPU's expert time and forwarded bytes fall; at ε = 0 the expert
+// phase is balanced and nothing scatters. Batch 16 x 512 keeps the expert GEMMs compute-bound as
+// the paper's model assumes (at batch 1 weight reads bound them: more copied experts, more time).
+TEST(MoeGpsMixtral, ImbalanceAndScatterFallAsTokenErrorFalls) {
+  const std::vector<std::string> batch16{"workload.batch_size=16"};
+  double prev_imbalance = worst_max_over_mean(plan_scenario(kMixtral, "static-ep", kNoForecast, batch16).plan);
+  double prev_scatter = 0.0, prev_busiest = 0.0;
+  for (const double eps : {0.4, 0.2, 0.1, 0.0}) {
+    const auto forecast = [eps](const LayerRouting& r) { return testing_support::mispredicting_forecast(r, eps); };
+    const Planned p = plan_scenario(kMixtral, "moegps-dup", forecast, batch16);
+    const double imbalance = worst_max_over_mean(p.plan), scatter = phase_bytes(p.plan.graph, Phase::kDispatch);
+    const auto busy = expert_busy(p.plan.graph, p.timing, 4);
+    const double busiest = *std::max_element(busy.begin(), busy.end());
+    EXPECT_LT(imbalance, prev_imbalance) << eps;
+    if (eps < 0.4) {
+      EXPECT_LT(scatter, prev_scatter) << eps;
+      EXPECT_LT(busiest, prev_busiest) << eps;
+    }
+    EXPECT_GT(phase_bytes(p.plan.graph, Phase::kCombine), 0.0);  // outputs always return home
+    if (eps == 0.0) {
+      EXPECT_LT(imbalance, 1.01);
+      EXPECT_EQ(scatter, 0.0);
+      EXPECT_LT(busiest / *std::min_element(busy.begin(), busy.end()), 1.05);
+    }
+    std::tie(prev_imbalance, prev_scatter, prev_busiest) = std::tie(imbalance, scatter, busiest);
+  }
+}
+
+// Distribution-only (MoE-GPS §3.2.1): exact shares balance compute like the oracle, but the
+// selections still scatter from their homes.
+TEST(MoeGpsMixtral, ExactSharesBalanceComputeButStillScatter) {
+  const Planned p = plan_scenario(kMixtral, "moegps-dup", [](const LayerRouting& r) {
+    return testing_support::distribution_forecast(r, expert_shares(r));
+  });
+  EXPECT_LT(worst_max_over_mean(p.plan), 1.01);
+  const double scatter = phase_bytes(plan_scenario(kMixtral, "static-ep", kNoForecast).plan.graph, Phase::kDispatch);
+  EXPECT_GT(phase_bytes(p.plan.graph, Phase::kDispatch), 0.5 * scatter);
 }
 
 }  // namespace moesim
