@@ -35,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 // Diagnostics past this many failing points are summarised in one line.
 constexpr std::size_t kMaxReportedPoints = 10;
 
+// A whole file; a missing one is the user's mistake (exit 2), not an internal error.
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read file");
@@ -107,6 +108,7 @@ class ProgressBar {
   Clock::time_point start_ = Clock::now(), drawn_{};
 };
 
+// A point's overrides as results.jsonl stores them: {key: YAML value text}.
 nlohmann::json overrides_json(const SweepPoint& p) {
   nlohmann::json o = nlohmann::json::object();
   for (const auto& [k, v] : p.overrides) o[k] = v;
@@ -310,8 +312,9 @@ DIR/results.jsonl  one line per finished point, in completion order:
                    or {"point": i, "overrides": {...}, "error": ["FILE:LINE:COL: error: ..."]}
 DIR/results.csv    one row per (point, run), sorted by point, byte-identical whatever --jobs:
                    point, the swept keys, policy, label, predictor[, predictor_label][, error],
-                   then every scalar metric flattened with dots (bytes.intra_node, ...) in
-                   alphabetical order; arrays (per_gpu, per_batch, per_gpu_ms) are left out.
+                   then every scalar metric flattened with dots (bytes.intra_node, ...) in a
+                   stable order (first seen over the sorted points; a result's keys are
+                   alphabetical); arrays (per_gpu, per_batch, per_gpu_ms) are left out.
 
 Resume: run the same command again; points already in results.jsonl are skipped (an interrupted
 last line is rewritten). A different definition in DIR is refused. Traces are never written.

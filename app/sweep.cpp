@@ -20,10 +20,12 @@ namespace {
 constexpr std::size_t kMaxValues = 1'000'000;
 constexpr std::size_t kMaxPoints = 10'000'000;
 
+// Sweep-definition errors are located at the option that holds them, as --set's are.
 [[noreturn]] void fail(const std::string& where, const std::string& message) {
   throw InputError(SourceLocation{where, 0, 0}, message);
 }
 
+// True when all of `s` is one number of type T (from_chars: no locale, no leading '+').
 template <class T>
 bool parse_whole(const std::string& s, T& out) {
   const char* end = s.data() + s.size();
@@ -54,6 +56,7 @@ std::vector<std::string> split_top_level(const std::string& s) {
   return parts;
 }
 
+// Twelve significant digits hide the binary error of start + i * step (1.6000000000000001).
 std::string format_double(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.12g", v == 0.0 ? 0.0 : v);  // no "-0"
@@ -69,6 +72,7 @@ std::string fnv1a_hex(const std::string& text) {
   return buf;
 }
 
+// Axes by key and expanded values: how a range was spelt does not change the sweep.
 nlohmann::json axes_json(const std::vector<SweepAxis>& axes) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& x : axes) a.push_back({{"key", x.key}, {"values", x.values}});
@@ -83,6 +87,7 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
+// A CSV cell: strings bare (then quoted by csv_field if needed), null empty.
 std::string scalar_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_null()) return "";
@@ -104,6 +109,7 @@ class Columns {
   std::map<std::string, std::size_t> index_;
 };
 
+// One CSV row: column index → cell; missing columns print empty.
 using Row = std::map<std::size_t, std::string>;
 
 // Every scalar under `j`, keyed by its dotted path; arrays (per-GPU, per-batch) are left out.
