@@ -45,10 +45,15 @@ std::string read_text(const std::string& path) {
 }
 
 // Runs f(i) for i in [0, n) on up to `jobs` threads. After an exception no new i starts; the
-// first exception is rethrown once every thread has stopped.
+// first exception is rethrown once every thread has stopped. f(0) runs alone first, so that
+// function-local statics (yaml-cpp's convert<bool> names, ...) are initialised before threads
+// exist: thread-safe anyway, but yaml-cpp is not built with ThreadSanitizer, which then cannot
+// see the guard and reports a race.
 template <class F>
 void parallel_for(std::size_t n, unsigned jobs, F f) {
-  std::atomic<std::size_t> next{0};
+  if (n == 0) return;
+  f(0);
+  std::atomic<std::size_t> next{1};
   std::exception_ptr error;
   std::mutex error_mutex;
   auto worker = [&] {
