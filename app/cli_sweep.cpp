@@ -128,6 +128,8 @@ struct ResultsLog {
   std::uintmax_t intact_bytes = 0;
 };
 
+// Reads DIR for a resume: refuses a sweep.json of another definition, or a results.jsonl whose
+// lines are not this sweep's (before the last), so results of two sweeps never mix.
 ResultsLog read_results_log(const fs::path& dir, const nlohmann::json& definition,
                             const std::vector<SweepPoint>& points) {
   ResultsLog log;
