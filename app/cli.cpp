@@ -11,11 +11,9 @@
 #include "sim/diagnostics.hpp"
 
 namespace moesim {
-namespace {
 
 namespace fs = std::filesystem;
 
-// Writes through a temporary file so a failed run never leaves a partial result behind.
 void write_atomically(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
   {
@@ -26,6 +24,8 @@ void write_atomically(const fs::path& path, const std::string& text) {
   }
   fs::rename(tmp, path);
 }
+
+namespace {
 
 int cmd_run(const std::string& file, const std::vector<std::string>& sets, const std::string& out_opt, bool quiet) {
   const Scenario s = load_scenario(file, sets);
@@ -71,6 +71,8 @@ int run_cli(int argc, char** argv) {
   auto* validate = app.add_subcommand("validate", "check a scenario; print every problem as file:line:col");
   validate->add_option("file", file, "scenario YAML")->required();
   validate->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
+
+  const SweepCommand sweep(app);
 
   std::string what;
   auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors");
@@ -131,6 +133,7 @@ int run_cli(int argc, char** argv) {
   try {
     if (run->parsed()) return cmd_run(file, sets, out, quiet);
     if (validate->parsed()) return cmd_validate(file, sets);
+    if (sweep.parsed()) return sweep.run();
     if (list->parsed()) return cli_list(what.c_str());
     if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json);
     for (auto* c : collectives)

@@ -1,10 +1,15 @@
 #pragma once
-// The moesim command line: run, validate, list, cost. Exit codes: 0 success, 2 bad input
+// The moesim command line: run, validate, sweep, list, cost, calibrate. Exit codes: 0 success, 2 bad input
 // (every problem printed as file:line:col: error: ...), 1 internal error.
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "hardware/cluster.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace moesim {
 
@@ -21,5 +26,23 @@ int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& 
 int cli_calibrate_report(const std::string& profile, const std::vector<std::string>& files, bool json);
 /// A hardware preset with a profile applied (none when `profile_path` is empty).
 ClusterSpec calibrated_preset(const std::string& preset, const std::string& profile_path);
+
+/// Writes `text` to `path` through a temporary file, so a failure never leaves a partial file.
+void write_atomically(const std::filesystem::path& path, const std::string& text);
+
+/// `moesim sweep` (cli_sweep.cpp): registers its options on construction; `run` executes it once
+/// the command line chose it.
+class SweepCommand {
+ public:
+  explicit SweepCommand(CLI::App& app);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string file_, out_;
+  std::vector<std::string> grids_, zips_, sets_;
+  unsigned jobs_ = 0;
+};
 
 }  // namespace moesim

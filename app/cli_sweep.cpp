@@ -1,2 +1,366 @@
-// Placeholder: filled in by the sweep work of issue 4.
-namespace moesim {}
+// `moesim sweep`: validates every point, runs them on a pool of threads, streams each finished
+// point to DIR/results.jsonl (the resume log) and tabulates DIR/results.csv at the end.
+//
+// Threads share nothing mutable but the log and the progress bar (one mutex): each point loads its
+// own Scenario and run_scenario builds its own cluster, routing model, policies and simulator;
+// the registries are only read after static initialisation.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "app/cli.hpp"
+#include "app/runner.hpp"
+#include "app/scenario.hpp"
+#include "app/sweep.hpp"
+
+namespace moesim {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Diagnostics past this many failing points are summarised in one line.
+constexpr std::size_t kMaxReportedPoints = 10;
+
+// A whole file; a missing one is the user's mistake (exit 2), not an internal error.
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// Runs f(i) for i in [0, n) on up to `jobs` threads. After an exception no new i starts; the
+// first exception is rethrown once every thread has stopped. f(0) runs alone first, so that
+// function-local statics (yaml-cpp's convert<bool> names, ...) are initialised before threads
+// exist: thread-safe anyway, but yaml-cpp is not built with ThreadSanitizer, which then cannot
+// see the guard and reports a race.
+template <class F>
+void parallel_for(std::size_t n, unsigned jobs, F f) {
+  if (n == 0) return;
+  f(0);
+  std::atomic<std::size_t> next{1};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < n;) {
+      try {
+        f(i);
+      } catch (...) {
+        const std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < std::min<std::size_t>(std::max(jobs, 1u), n); ++t) threads.emplace_back(worker);
+  worker();  // the calling thread works too
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// A done/total bar with elapsed time and ETA, redrawn at most ten times a second.
+class ProgressBar {
+ public:
+  ProgressBar(std::size_t total, std::size_t done, bool enabled)
+      : total_(total), done_(done), first_(done), enabled_(enabled) {}
+
+  /// One more point finished (callers serialise).
+  void advance() {
+    ++done_;
+    const auto now = Clock::now();
+    if (enabled_ && (done_ == total_ || now - drawn_ > std::chrono::milliseconds(100))) draw(now);
+  }
+  /// Ends the bar's line so later output starts on a fresh one.
+  void finish() const {
+    if (enabled_ && done_ > first_) std::cerr << "\n" << std::flush;
+  }
+
+ private:
+  static std::string clock(double secs) {
+    const long s = static_cast<long>(secs + 0.5);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    return buf;
+  }
+  void draw(Clock::time_point now) {
+    drawn_ = now;
+    constexpr std::size_t kWidth = 30;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const std::size_t filled = total_ ? kWidth * done_ / total_ : kWidth;
+    const double eta = elapsed / static_cast<double>(done_ - first_) * static_cast<double>(total_ - done_);
+    std::cerr << "\rsweep [" << std::string(filled, '#') << std::string(kWidth - filled, '-') << "] " << done_ << "/"
+              << total_ << "  elapsed " << clock(elapsed) << "  ETA " << clock(eta) << std::flush;
+  }
+
+  std::size_t total_, done_, first_;
+  bool enabled_;
+  Clock::time_point start_ = Clock::now(), drawn_{};
+};
+
+// A point's overrides as results.jsonl stores them: {key: YAML value text}.
+nlohmann::json overrides_json(const SweepPoint& p) {
+  nlohmann::json o = nlohmann::json::object();
+  for (const auto& [k, v] : p.overrides) o[k] = v;
+  return o;
+}
+
+// The points results.jsonl already holds (validated against this sweep), and the byte length of
+// its intact prefix: a last line cut short by an interrupted write is dropped and rewritten.
+struct ResultsLog {
+  std::vector<nlohmann::json> lines;
+  std::vector<bool> done;
+  std::uintmax_t intact_bytes = 0;
+};
+
+// Reads DIR for a resume: refuses a sweep.json of another definition, or a results.jsonl whose
+// lines are not this sweep's (before the last), so results of two sweeps never mix.
+ResultsLog read_results_log(const fs::path& dir, const nlohmann::json& definition,
+                            const std::vector<SweepPoint>& points) {
+  ResultsLog log;
+  log.done.assign(points.size(), false);
+  const fs::path def_path = dir / "sweep.json", jsonl = dir / "results.jsonl";
+  const std::string refuse = "; choose another --out, or delete the directory to start over";
+  if (!fs::exists(def_path)) {
+    if (fs::exists(jsonl))
+      throw InputError(SourceLocation{jsonl.string(), 0, 0}, "results.jsonl without sweep.json: not a sweep's" + refuse);
+    return log;
+  }
+  const nlohmann::json stored = nlohmann::json::parse(read_text(def_path.string()), nullptr, false);
+  for (const char* field : {"file", "file_fnv1a", "grid", "zip", "set"})
+    if (stored.is_discarded() || !stored.contains(field) || stored[field] != definition[field])
+      throw InputError(SourceLocation{def_path.string(), 0, 0},
+                       std::string("this directory holds a different sweep: its '") + field + "' differs" +
+                           (std::string(field) == "file_fnv1a" ? " (the scenario file was edited)" : "") + refuse);
+  if (!fs::exists(jsonl)) return log;
+  const std::string text = read_text(jsonl.string());
+  int line_no = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    ++line_no;
+    const std::size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) break;  // truncated by an interruption
+    const nlohmann::json j = nlohmann::json::parse(text.substr(at, nl - at), nullptr, false);
+    const bool last = nl + 1 == text.size();
+    if (j.is_discarded() && last) break;
+    const SourceLocation where{jsonl.string(), line_no, 1};
+    if (j.is_discarded() || !j.contains("point") || !j["point"].is_number_unsigned())
+      throw InputError(where, "not a sweep result line" + refuse);
+    const auto p = j["point"].get<std::size_t>();
+    if (p >= points.size() || j.value("overrides", nlohmann::json()) != overrides_json(points[p]))
+      throw InputError(where, "point " + std::to_string(p) + " does not belong to this sweep" + refuse);
+    if (!log.done[p]) log.lines.push_back(j);
+    log.done[p] = true;
+    at = nl + 1;
+    log.intact_bytes = at;
+  }
+  return log;
+}
+
+// Names the point in each diagnostic, and points an override's location at the axis it came from.
+InputError at_point(const InputError& e, const SweepPoint& p) {
+  std::string name;
+  for (const auto& [k, v] : p.overrides) name += (name.empty() ? "" : ", ") + k + "=" + v;
+  std::vector<Diagnostic> out;
+  for (Diagnostic d : e.diagnostics()) {
+    for (std::size_t i = 0; i < p.overrides.size(); ++i)
+      if (d.where.file == "--set " + p.overrides[i].first + "=" + p.overrides[i].second)
+        d.where.file = p.axes[i]->option + " " + p.overrides[i].first + "=" + p.overrides[i].second;
+    d.message += " (sweep point " + std::to_string(p.index) + ": " + name + ")";
+    out.push_back(std::move(d));
+  }
+  return InputError(std::move(out));
+}
+
+// The scenario file read once; every point loads from this text with its own overrides.
+struct Base {
+  const SweepSpec& spec;
+  std::string text;
+  std::string dir;
+
+  Scenario load(const SweepPoint& p) const {
+    std::vector<std::string> overrides = spec.sets;
+    for (std::string& o : point_overrides(p)) overrides.push_back(std::move(o));
+    return load_scenario_text(text, spec.file, overrides, dir);
+  }
+};
+
+// Runs f(), naming `p` in any InputError it throws.
+template <class F>
+auto at(const SweepPoint& p, F f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    throw at_point(e, p);
+  }
+}
+
+// Loads and checks every pending point; throws one InputError listing the first failures.
+// Returns the loaded scenarios when `keep` (else nothing), so that running need not load again.
+std::vector<std::optional<Scenario>> validate_points(const Base& base, const std::vector<const SweepPoint*>& pending,
+                                                     unsigned jobs, bool keep) {
+  std::vector<std::vector<Diagnostic>> problems(pending.size());
+  std::vector<std::optional<Scenario>> loaded(keep ? pending.size() : 0);
+  parallel_for(pending.size(), jobs, [&](std::size_t i) {
+    try {
+      at(*pending[i], [&] {
+        Scenario s = base.load(*pending[i]);
+        check_scenario_fits(s);
+        if (keep) loaded[i] = std::move(s);
+      });
+    } catch (const InputError& e) {
+      problems[i] = e.diagnostics();
+    }
+  });
+  std::vector<Diagnostic> all;
+  std::size_t bad = 0;
+  for (const auto& d : problems)
+    if (!d.empty() && ++bad <= kMaxReportedPoints) all.insert(all.end(), d.begin(), d.end());
+  if (bad > kMaxReportedPoints)
+    all.push_back({SourceLocation{base.spec.file, 0, 0}, std::to_string(bad) + " of " + std::to_string(pending.size()) +
+                                                            " points are invalid; the first " +
+                                                            std::to_string(kMaxReportedPoints) + " are shown"});
+  if (!all.empty()) throw InputError(std::move(all));
+  return loaded;
+}
+
+}  // namespace
+
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
+  const fs::path scenario_path(spec.file);
+  const Base base{spec, read_text(spec.file), scenario_path.has_parent_path() ? scenario_path.parent_path().string() : "."};
+  const std::vector<SweepPoint> points = expand_points(spec);
+  const nlohmann::json definition = sweep_definition(spec, base.text);
+  const fs::path dir(options.out_dir);
+  ResultsLog log = read_results_log(dir, definition, points);
+  std::vector<const SweepPoint*> pending;
+  for (const auto& p : points)
+    if (!log.done[p.index]) pending.push_back(&p);
+  std::vector<std::optional<Scenario>> loaded =
+      validate_points(base, pending, options.jobs, pending.size() <= options.keep_loaded);
+
+  // Only now, with every point known good, does anything reach the disk.
+  fs::create_directories(dir);
+  write_atomically(dir / "sweep.json", definition.dump(2) + "\n");
+  const fs::path jsonl = dir / "results.jsonl";
+  if (fs::exists(jsonl)) fs::resize_file(jsonl, log.intact_bytes);
+  std::ofstream out(jsonl, std::ios::app | std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + jsonl.string());
+  std::mutex out_mutex;
+  ProgressBar bar(points.size(), points.size() - pending.size(), options.progress);
+  parallel_for(pending.size(), options.jobs, [&](std::size_t i) {
+    const SweepPoint& p = *pending[i];
+    nlohmann::json line = {{"point", p.index}, {"overrides", overrides_json(p)}};
+    try {
+      line["runs"] = at(p, [&] {
+        // Moved out, so each scenario's memory goes as its point finishes.
+        Scenario s = loaded.empty() ? base.load(p) : *std::exchange(loaded[i], std::nullopt);
+        // run_scenario echoes the resolved scenario, which a sweep line leaves out: converting it
+        // to JSON for nothing was 8% of a small point's time.
+        s.resolved.reset();
+        return run_scenario(s)["runs"];
+      });
+    } catch (const InputError& e) {  // e.g. a layout that outgrows memory only once routed
+      line["error"] = nlohmann::json::array();
+      for (const auto& d : e.diagnostics()) line["error"].push_back(d.to_string());
+    }
+    const std::string text = line.dump() + "\n";
+    const std::lock_guard lock(out_mutex);
+    if (!out.write(text.data(), static_cast<std::streamsize>(text.size())).flush())
+      throw std::runtime_error("cannot write " + jsonl.string());
+    log.lines.push_back(line);
+    bar.advance();
+  });
+  bar.finish();
+
+  SweepOutcome outcome;
+  outcome.points = points.size();
+  outcome.already_done = points.size() - pending.size();
+  outcome.ran = pending.size();
+  std::stable_sort(log.lines.begin(), log.lines.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["point"].get<std::size_t>() < b["point"].get<std::size_t>();
+  });
+  std::size_t shown = 0;
+  for (const auto& line : log.lines) {
+    if (!line.contains("error")) continue;
+    ++outcome.failed;
+    for (const auto& d : line["error"])
+      if (shown < kMaxReportedPoints) std::cerr << d.get<std::string>() << "\n";
+    ++shown;
+  }
+  write_atomically(dir / "results.csv", sweep_csv(spec, std::move(log.lines), &outcome.csv_rows));
+  return outcome;
+}
+
+namespace {
+
+constexpr const char* kSweepHelp = R"(Points: the cartesian product of the --grid lists (the first --grid outermost, the last
+varying fastest); the --zip lists, all of one length, advance together as one more, innermost,
+dimension. A value is YAML text (`[a,b]` stays one value) or a range start:stop:step, stop
+included (1.0:4.0:0.2 is 16 values). --set applies to every point, before its own overrides.
+
+Every point is loaded and checked before any runs: a bad key or value exits 2 with
+FILE:LINE:COL (or the --grid/--zip/--set naming it) and the point, and writes nothing.
+
+DIR/sweep.json     the sweep's definition (file, its hash, axes, sets)
+DIR/results.jsonl  one line per finished point, in completion order:
+                   {"point": i, "overrides": {key: value}, "runs": [{policy, label, predictor, metrics}]}
+                   or {"point": i, "overrides": {...}, "error": ["FILE:LINE:COL: error: ..."]}
+DIR/results.csv    one row per (point, run), sorted by point, byte-identical whatever --jobs:
+                   point, the swept keys, policy, label, predictor[, predictor_label][, error],
+                   then every scalar metric flattened with dots (bytes.intra_node, ...) in a
+                   stable order (first seen over the sorted points; a result's keys are
+                   alphabetical); arrays (per_gpu, per_batch, per_gpu_ms) are left out.
+
+Resume: run the same command again; points already in results.jsonl are skipped (an interrupted
+last line is rewritten). A different definition in DIR is refused. Traces are never written.
+Exit codes: 0 success, 2 bad input or a point that failed while running (recorded with its
+error), 1 internal error.)";
+
+}  // namespace
+
+SweepCommand::SweepCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("sweep", "run a scenario at every point of a parameter grid; write DIR/results.csv");
+  cmd_->add_option("file", file_, "scenario YAML")->required();
+  cmd_->add_option("--grid", grids_, "key.path=v1,v2,... (or start:stop:step): one dimension (repeatable)")
+      ->allow_extra_args(false);
+  cmd_->add_option("--zip", zips_, "key.path=v1,v2,...: advances with the other --zip lists (repeatable)")
+      ->allow_extra_args(false);
+  cmd_->add_option("--set", sets_, "override a scenario key at every point: key.path=value (repeatable)")
+      ->allow_extra_args(false);
+  cmd_->add_option("--out", out_, "output directory (created; an existing sweep there resumes)")->required();
+  cmd_->add_option("--jobs", jobs_, "points run in parallel (default: hardware concurrency)")
+      ->check(CLI::PositiveNumber);
+  cmd_->footer(kSweepHelp);
+}
+
+bool SweepCommand::parsed() const { return cmd_->parsed(); }
+
+int SweepCommand::run() const {
+  SweepSpec spec{file_, {}, {}, sets_};
+  for (const auto& g : grids_) spec.grids.push_back(parse_sweep_axis("--grid", g));
+  for (const auto& z : zips_) spec.zips.push_back(parse_sweep_axis("--zip", z));
+  const unsigned jobs = jobs_ ? jobs_ : std::max(1u, std::thread::hardware_concurrency());
+  const SweepOutcome o = run_sweep(spec, SweepOptions{out_, jobs, isatty(STDERR_FILENO) == 1});
+  std::cout << "sweep: " << o.points << " points: ran " << o.ran << ", skipped " << o.already_done
+            << " already in results.jsonl";
+  if (o.failed) std::cout << "; " << o.failed << " failed (their error is in results.csv)";
+  std::cout << "\nwrote " << (fs::path(out_) / "results.csv").string() << " (" << o.csv_rows << " rows)\n";
+  return o.failed ? 2 : 0;
+}
+
+}  // namespace moesim
