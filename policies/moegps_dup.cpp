@@ -44,14 +44,20 @@ Duplication duplicate_experts(const std::vector<std::int32_t>& item_expert,
     }
   }
 
-  // Line 1: d(t) = the lowest GPU hosting f(t). items[g][e]: the items of e on g, in item order,
-  // so that "the first Δ tokens" of line 9 are well defined.
+  // Line 1: "assign each token t to any GPU g that hosts its expert". The pseudocode writes the
+  // lowest such GPU, which is the only one when the placement is static (one host per expert).
+  // When earlier replicas are kept (moegps-dup's keep_copies), piling every token on the lowest
+  // host would make the loop copy to yet another GPU while a replica sits idle, so each item goes
+  // to its expert's least-loaded host so far (lowest index on ties): the same for one host.
+  // items[g][e]: the items of e on g, in item order, so "the first Δ tokens" of line 9 are defined.
   std::vector<std::vector<std::vector<std::int64_t>>> items(G, std::vector<std::vector<std::int64_t>>(E));
   out.gpu_of_item.resize(item_expert.size());
   out.gpu_load.assign(G, 0);
   for (std::size_t i = 0; i < item_expert.size(); ++i) {
     const int e = item_expert[i];
-    const int g = *std::min_element(placement[e].begin(), placement[e].end());
+    int g = -1;
+    for (const int h : placement[e])
+      if (g < 0 || out.gpu_load[h] < out.gpu_load[g] || (out.gpu_load[h] == out.gpu_load[g] && h < g)) g = h;
     out.gpu_of_item[i] = g;
     items[g][e].push_back(static_cast<std::int64_t>(i));
     ++out.gpu_load[g];  // line 2
@@ -117,7 +123,9 @@ namespace {
 class MoeGpsDup final : public StaticLayoutWithCopies {
  public:
   explicit MoeGpsDup(const ParamSet& p)
-      : StaticLayoutWithCopies(p.get_string("placement")), max_copies_(p.get_int("max_copies")) {}
+      : StaticLayoutWithCopies(p.get_string("placement")),
+        max_copies_(p.get_int("max_copies")),
+        keep_copies_(p.get_bool("keep_copies")) {}
 
   /// The static layout, its memory headroom, and what Algorithm 1 may spend per layer.
   void setup(const PolicyContext& ctx) override {
@@ -127,20 +135,76 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
     const int G = ctx.cluster.num_gpus();
     const int c_max = max_copies_ < 0 ? G : static_cast<int>(std::min<std::int64_t>(max_copies_, G));
     budget_ = CopyBudget{placement().gpus_of_expert, headroom(), ctx.model.expert_bytes(), c_max};
+    // Kept replicas of every layer are resident at once, so each layer gets an even share of the
+    // headroom; without keeping, one layer's copies reuse buffers and may use all of it.
+    if (keep_copies_)
+      for (double& m : budget_.memory_bytes) m /= std::max(1, ctx.model.num_moe_layers());
+    held_.assign(static_cast<std::size_t>(ctx.model.num_moe_layers()), placement().gpus_of_expert);
+    held_bytes_.assign(static_cast<std::size_t>(G), 0.0);
+    peak_held_bytes_.assign(static_cast<std::size_t>(G), 0.0);
+  }
+
+  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
+    std::vector<double> bytes = StaticLayoutWithCopies::expert_memory_bytes(ctx);
+    for (std::size_t g = 0; g < bytes.size() && g < peak_held_bytes_.size(); ++g) bytes[g] += peak_held_bytes_[g];
+    return bytes;
   }
 
  protected:
   /// The layer's placement and dispatch from its forecast (none: static-ep).
-  Dispatch dispatch(const PolicyContext& /*ctx*/, const MoeLayerInput& in) override {
+  Dispatch dispatch(const PolicyContext& ctx, const MoeLayerInput& in) override {
     const Forecast none;
-    ForecastDispatch fd = dispatch_on_forecast(in.forecast ? *in.forecast : none, *in.routing, *in.token_home, budget_);
-    note_copies(fd.dispatch.copies);
+    const Forecast& f = in.forecast ? *in.forecast : none;
+    if (!keep_copies_) {
+      ForecastDispatch fd = dispatch_on_forecast(f, *in.routing, *in.token_home, budget_);
+      note_copies(fd.dispatch.copies);
+      return std::move(fd.dispatch);
+    }
+    // MoE-GPS §5: "expert weights are static across inputs" — replicas this layer already holds
+    // need no copy. Algorithm 1 starts from them, with the layer's memory share less what they
+    // occupy, and only replicas it adds are copied (and timed).
+    auto& held = held_[static_cast<std::size_t>(in.moe_index)];
+    CopyBudget budget = budget_;
+    budget.placement = held;
+    const std::vector<double> before = replica_bytes(held, ctx.model.expert_bytes());
+    for (std::size_t g = 0; g < budget.memory_bytes.size(); ++g) budget.memory_bytes[g] -= before[g];
+    ForecastDispatch fd = dispatch_on_forecast(f, *in.routing, *in.token_home, budget);
+    // Keep the replicas this dispatch used (the static hosts always stay); unused ones are freed,
+    // so a shifting skew can copy the experts it needs next.
+    std::vector<std::vector<int>> kept = placement().gpus_of_expert;
+    for (std::size_t e = 0; e < fd.gpus_of_expert.size(); ++e)
+      for (const int g : fd.gpus_of_expert[e])
+        if (std::find(kept[e].begin(), kept[e].end(), g) == kept[e].end() && fd.dispatch.load[g][e] > 0)
+          kept[e].push_back(g);
+    held = std::move(kept);
+    const std::vector<double> after = replica_bytes(held, ctx.model.expert_bytes());
+    // During the layer a GPU holds its earlier replicas plus this layer's new copies; the ones
+    // this dispatch left unused are freed after it.
+    std::vector<double> arriving(held_bytes_.size(), 0.0);
+    for (const WeightCopy& c : fd.dispatch.copies) arriving[static_cast<std::size_t>(c.dst_gpu)] += ctx.model.expert_bytes();
+    for (std::size_t g = 0; g < after.size(); ++g) {
+      peak_held_bytes_[g] = std::max(peak_held_bytes_[g], held_bytes_[g] + arriving[g]);
+      held_bytes_[g] += after[g] - before[g];
+    }
     return std::move(fd.dispatch);
   }
 
  private:
+  /// Bytes of the non-static replicas in `hosts`, per GPU.
+  std::vector<double> replica_bytes(const std::vector<std::vector<int>>& hosts, double expert_bytes) const {
+    std::vector<double> bytes(held_bytes_.size(), 0.0);
+    for (std::size_t e = 0; e < hosts.size(); ++e)
+      for (const int g : hosts[e])
+        if (owner()[e] != g) bytes[static_cast<std::size_t>(g)] += expert_bytes;
+    return bytes;
+  }
+
   std::int64_t max_copies_;
+  bool keep_copies_;
   CopyBudget budget_;
+  std::vector<std::vector<std::vector<int>>> held_;  ///< per MoE layer: hosts of each expert now
+  std::vector<double> held_bytes_;                   ///< per GPU: replicas held over all layers
+  std::vector<double> peak_held_bytes_;              ///< per GPU: the most held at once
 };
 
 const bool registered = policies().add(
@@ -151,7 +215,13 @@ const bool registered = policies().add(
                 ParamSpec{"max_copies", ParamType::kInt, "-1", "copies",
                           "C_max: most GPUs holding one expert in a layer, its owner included; -1 = the number "
                           "of GPUs",
-                          -1.0, {}, {}}},
+                          -1.0, {}, {}},
+                ParamSpec{"keep_copies", ParamType::kBool, "true", "",
+                          "true: replicas a layer used stay resident for the next batch (MoE-GPS §5: expert "
+                          "weights are static across inputs), each layer within an even share of the memory "
+                          "headroom, and only new replicas are copied; false: every batch copies its replicas "
+                          "again into buffers reused from layer to layer",
+                          {}, {}, {}}},
                [](const ParamSet& p) { return std::make_unique<MoeGpsDup>(p); }});
 
 }  // namespace

@@ -27,8 +27,8 @@ std::int32_t draw_outside(const std::vector<std::int32_t>& excluded, int experts
 /// Per-selection predictions of accuracy `accuracy_`, with the Fig. 4 overhead curve.
 class TokenToExpertPredictor final : public Predictor {
  public:
-  TokenToExpertPredictor(double accuracy, OverheadCurve curve, ErrorModel error_model)
-      : accuracy_(accuracy), curve_(curve), error_model_(error_model) {}
+  TokenToExpertPredictor(double accuracy, OverheadCurve curve, double tokens_ref, ErrorModel error_model)
+      : accuracy_(accuracy), curve_(curve), tokens_ref_(tokens_ref), error_model_(error_model) {}
 
   Forecast forecast(int /*batch*/, int /*moe_layer*/, const LayerRouting& truth, Rng& rng) override {
     const int k = truth.top_k, E = truth.num_experts;
@@ -57,12 +57,17 @@ class TokenToExpertPredictor final : public Predictor {
       }
     }
     // The error is the realised fraction wrong, not a: a policy sees what this batch got.
-    return token_forecast(std::move(predicted), truth, error_model_, curve_.at(accuracy_, truth.skewness()));
+    // The predictor runs on every token: the curve is per `tokens_ref_` tokens (the 512-token
+    // sequence MoE-GPS measured, §3.2.2) and scales with the layer's tokens.
+    const double overhead =
+        curve_.at(accuracy_, truth.skewness()) * static_cast<double>(truth.num_tokens) / tokens_ref_;
+    return token_forecast(std::move(predicted), truth, error_model_, overhead);
   }
 
  private:
   double accuracy_;
   OverheadCurve curve_;
+  double tokens_ref_;
   ErrorModel error_model_;
 };
 
@@ -95,8 +100,12 @@ const bool registered_token_to_expert = predictors().add(
     "per MoE layer before attention (defaults chosen, not fitted: see the options)",
     PredictorInfo{{ParamSpec{"accuracy", ParamType::kFloat, "0.9", "",
                              "probability that each selection is predicted correctly", 0.0, 1.0, {}},
+                   ParamSpec{"overhead_tokens_ref", ParamType::kFloat, "512", "tokens",
+                             "tokens the curve is quoted for (MoE-GPS measured batch 1 x 512); the overhead scales "
+                             "with the layer's tokens / overhead_tokens_ref, as the predictor runs on every token",
+                             1.0, {}, {}},
                    ParamSpec{"overhead_c0_ms", ParamType::kFloat, num(kC0Ms), "ms",
-                             "overhead per MoE layer at a = 0 and s = s_ref. Default chosen, not fitted (MoE-GPS "
+                             "overhead per MoE layer (of overhead_tokens_ref tokens) at a = 0 and s = s_ref. Default chosen, not fitted (MoE-GPS "
                              "prints no coefficients): with c1 = 10 it is 0.01 ms at a = 0.5 and 1.5 ms at a = 1, "
                              "against ~1.0 ms for a Mixtral-8x7B 1x512 layer on hgx-a100-4gpu-nvlink; rescale it "
                              "for other set-ups",
@@ -117,7 +126,8 @@ const bool registered_token_to_expert = predictors().add(
                   [](const ParamSet& p) {
                     const OverheadCurve curve{p.get_float("overhead_c0_ms"), p.get_float("overhead_c1"),
                                               p.get_float("overhead_skew_ref"), p.get_float("overhead_skew_exponent")};
-                    return std::make_unique<TokenToExpertPredictor>(p.get_float("accuracy"), curve, error_model_of(p));
+                    return std::make_unique<TokenToExpertPredictor>(p.get_float("accuracy"), curve,
+                                                                    p.get_float("overhead_tokens_ref"), error_model_of(p));
                   }});
 
 }  // namespace

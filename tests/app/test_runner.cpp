@@ -226,10 +226,10 @@ TEST(RunnerPredictors, SameSeedGivesIdenticalResultAndSeedsMoveThePredictorsDraw
             run_of(a, "static-ep", "t2e")["metrics"]["prediction_error"]);
 }
 
-// The resolved scenario is complete: loading it again gives the same runs, predictors included.
-// (zipf routing: a resolved `skewed` routing writes `hot_list: []`, which then fails validation.)
+// The resolved scenario is complete: loading it again gives the same runs, predictors included
+// (the skewed routing's default `hot_list: []` included).
 TEST(RunnerPredictors, ResolvedScenarioReproducesTheRuns) {
-  const Scenario s = load_scenario_text(kPredicted, "e2e.yaml", {"workload.routing={kind: zipf, s: 1.2}"});
+  const Scenario s = load_scenario_text(kPredicted, "e2e.yaml");
   const Scenario again = load_scenario_text(YAML::Dump(s.resolved), "resolved.yaml");
   ASSERT_EQ(again.predictors.size(), s.predictors.size());
   for (std::size_t i = 0; i < s.predictors.size(); ++i) EXPECT_EQ(again.predictors[i].label, s.predictors[i].label);
@@ -237,10 +237,11 @@ TEST(RunnerPredictors, ResolvedScenarioReproducesTheRuns) {
 }
 
 TEST(RunnerPredictors, OverheadIsSpentAsTimeBeforeEveryMoeLayer) {
-  // A flat 0.5 ms per layer (c1 = 0, γ = 0): every GPU waits it out before each layer's attention.
+  // A flat 0.5 ms per layer (c1 = 0, γ = 0, quoted for the batch's 1024 tokens): every GPU waits
+  // it out before each layer's attention.
   const Scenario s = load_scenario_text(
       std::string(kScenario) + "predictor: [none, {name: token-to-expert, label: slow, overhead_c0_ms: 0.5, "
-                               "overhead_c1: 0, overhead_skew_exponent: 0}]\n",
+                               "overhead_c1: 0, overhead_skew_exponent: 0, overhead_tokens_ref: 1024}]\n",
       "e2e.yaml", {"policy=static-ep"});
   const auto r = run_scenario(s);
   const int moe_layers = s.model.num_moe_layers();  // switch-base: every other layer

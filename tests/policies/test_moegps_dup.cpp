@@ -186,13 +186,43 @@ TEST_F(MoeGpsPlan, CopiesAreTimedPeerFetchesOfExpertBytes) {
     EXPECT_LE(spread(moe.gpu_tokens), 1);
     EXPECT_EQ(std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), std::int64_t{0}), 128);
   }
-  // Memory: static experts plus the largest one-layer copy buffer of each GPU.
+  // Memory: static experts plus every layer's kept replicas (MoE-GPS §5, `keep_copies`).
   std::vector<int> per_gpu(4, 0);
-  for (const Task* t : f)
-    if (t->layer == f.front()->layer) ++per_gpu[t->dst];
+  for (const Task* t : f) ++per_gpu[t->dst];
   const auto bytes = p->expert_memory_bytes(ctx);
   for (int g = 0; g < 4; ++g)
     EXPECT_DOUBLE_EQ(bytes[g], (2.0 * model.num_moe_layers() + per_gpu[g]) * model.expert_bytes()) << g;
+
+  // Without keeping, one layer's copies reuse buffers: static plus the largest one-layer buffer.
+  YAML::Node opts;
+  opts["keep_copies"] = false;
+  auto reuse = make_policy("moegps-dup", opts);
+  reuse->setup(ctx);
+  const BatchPlan reuse_plan = plan(*reuse, kSkews[0]);
+  const auto g2 = fetches(reuse_plan);
+  std::vector<int> one_layer(4, 0);
+  for (const Task* t : g2)
+    if (t->layer == g2.front()->layer) ++one_layer[t->dst];
+  const auto reuse_bytes = reuse->expert_memory_bytes(ctx);
+  for (int g = 0; g < 4; ++g)
+    EXPECT_DOUBLE_EQ(reuse_bytes[g], (2.0 * model.num_moe_layers() + one_layer[g]) * model.expert_bytes()) << g;
+}
+
+// MoE-GPS §5: expert weights are static across inputs. With the same skew in the next batch, the
+// kept replicas serve it without a copy; without keeping, every batch copies again.
+TEST_F(MoeGpsPlan, KeptReplicasServeTheNextBatchWithoutCopies) {
+  auto keep = make();
+  EXPECT_FALSE(fetches(plan(*keep, kSkews[0])).empty());
+  const BatchPlan second = plan(*keep, kSkews[0]);
+  EXPECT_TRUE(fetches(second).empty());
+  for (const auto& moe : second.moe) EXPECT_LE(spread(moe.gpu_tokens), 1);  // still balanced
+
+  YAML::Node opts;
+  opts["keep_copies"] = false;
+  auto reuse = make_policy("moegps-dup", opts);
+  reuse->setup(ctx);
+  EXPECT_FALSE(fetches(plan(*reuse, kSkews[0])).empty());
+  EXPECT_FALSE(fetches(plan(*reuse, kSkews[0])).empty());
 }
 
 TEST_F(MoeGpsPlan, OracleTokensSkipTheScatterAndGatherHome) {

@@ -226,7 +226,9 @@ TEST(TokenToExpert, OverheadIsExponentialInAccuracyAndFallsWithSkew) {
   // Counts {3, 2, 2, 1}: skewness 3 / 2 = 1.5 = s_ref, so the overhead is c0 · exp(c1 · a).
   const LayerRouting at_ref = by_hand(4, {0, 0, 0, 1, 1, 2, 2, 3});
   ASSERT_DOUBLE_EQ(at_ref.skewness(), 1.5);
-  const std::string curve = "overhead_c0_ms: 0.01, overhead_c1: 6, overhead_skew_ref: 1.5, overhead_skew_exponent: 2";
+  // Quoted per 8 tokens, the size of these hand-made layers.
+  const std::string curve =
+      "overhead_c0_ms: 0.01, overhead_c1: 6, overhead_skew_ref: 1.5, overhead_skew_exponent: 2, overhead_tokens_ref: 8";
   auto overhead = [&](double a, const LayerRouting& truth) {
     Rng rng(1);
     return make("token-to-expert", "{accuracy: " + std::to_string(a) + ", " + curve + "}")
@@ -241,6 +243,10 @@ TEST(TokenToExpert, OverheadIsExponentialInAccuracyAndFallsWithSkew) {
   ASSERT_DOUBLE_EQ(skewed.skewness(), 3.0);
   EXPECT_NEAR(overhead(0.9, skewed), overhead(0.9, at_ref) / 4, 1e-15);
   EXPECT_LT(overhead(0.9, skewed), overhead(0.9, at_ref));
+  // The predictor runs on every token: twice the tokens (same skewness), twice the overhead.
+  const LayerRouting twice = by_hand(4, {0, 0, 0, 1, 1, 2, 2, 3, 0, 0, 0, 1, 1, 2, 2, 3});
+  ASSERT_DOUBLE_EQ(twice.skewness(), 1.5);
+  EXPECT_NEAR(overhead(0.9, twice), 2 * overhead(0.9, at_ref), 1e-12);
   // The curve itself, as OverheadCurve states it.
   const OverheadCurve c{0.01, 6, 1.5, 2};
   EXPECT_DOUBLE_EQ(c.at(0.9, 1.5), 0.01 * std::exp(5.4));
