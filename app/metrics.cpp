@@ -177,7 +177,7 @@ nlohmann::json BatchMetrics::to_json() const {
 MetricsCollector::MetricsCollector(const Cluster& cluster)
     : cluster_(cluster), gpu_time_(cluster.num_gpus()), memory_(cluster.num_gpus(), 0.0) {}
 
-void MetricsCollector::add_batch(const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
+void MetricsCollector::add_batch(int batch, const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
                                  const std::vector<double>& skewness, std::int64_t tokens,
                                  const std::vector<Forecast>& forecasts) {
   const TaskGraph& g = plan.graph;
@@ -240,7 +240,7 @@ void MetricsCollector::add_batch(const BatchPlan& plan, const std::vector<TaskTi
     overhead_ms_.push_back(f.overhead_ms);
     error_.push_back(f.error);
   }
-  b.batch = static_cast<int>(batches_.size());
+  b.batch = batch;
   b.start = start;
   b.duration = end - start;
   b.ttft = (layers > 0 ? *std::max_element(layer_end.begin(), layer_end.end()) : end) - start;

@@ -72,9 +72,9 @@ class MetricsCollector {
   explicit MetricsCollector(const Cluster& cluster);
 
   /// Records one executed batch that started at `start`. `skewness` and `forecasts` (what the
-  /// predictor said before each layer; empty: no predictor) are per MoE layer. Batches are
-  /// numbered in the order they are added.
-  void add_batch(const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
+  /// predictor said before each layer; empty: no predictor) are per MoE layer. `batch` is the
+  /// workload's batch number (warm-up batches are never added).
+  void add_batch(int batch, const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
                  const std::vector<double>& skewness, std::int64_t tokens,
                  const std::vector<Forecast>& forecasts = {});
   void set_memory(std::vector<double> per_gpu_bytes) { memory_ = std::move(per_gpu_bytes); }

@@ -171,7 +171,8 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
     const BatchPlan plan = plan_batch(*policy, ctx, b, layers, &forecasts);
     const Tick start = sim.now();
     const std::vector<TaskTiming> timing = exec.run(plan.graph);
-    metrics.add_batch(plan, timing, start, skew, s.workload.tokens_per_batch(), forecasts);
+    if (b >= s.workload.warmup_batches)
+      metrics.add_batch(b, plan, timing, start, skew, s.workload.tokens_per_batch(), forecasts);
     for (int l = 0; l < moe_layers; ++l) predictor->observe(b, l, layers[static_cast<std::size_t>(l)]);
     for (const auto& moe : plan.moe)
       for (std::size_t g = 0; g < moe.gpu_tokens.size(); ++g)

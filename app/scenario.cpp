@@ -85,6 +85,10 @@ std::vector<ParamSpec> workload_specs() {
       ParamSpec{"batch_size", ParamType::kInt, "8", "sequences", "sequences per batch", 1.0, {}, {}},
       ParamSpec{"seq_len", ParamType::kInt, "128", "tokens", "tokens per sequence", 1.0, {}, {}},
       ParamSpec{"batches", ParamType::kInt, "1", "", "batches processed one after another", 1.0, {}, {}},
+      ParamSpec{"warmup_batches", ParamType::kInt, "0", "batches",
+                "the first batches run but are left out of the metrics (state kept across batches, such as "
+                "replicas, warms up); must be fewer than batches",
+                0.0, {}, {}},
   };
 }
 
@@ -247,6 +251,11 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   s.workload.batch_size = w.get_int("batch_size");
   s.workload.seq_len = w.get_int("seq_len");
   s.workload.batches = w.get_int("batches");
+  s.workload.warmup_batches = w.get_int("warmup_batches");
+  if (s.workload.warmup_batches >= s.workload.batches && wl && wl.IsMap())
+    diags.error(src.locate(wl["warmup_batches"] ? wl["warmup_batches"] : wl),
+                "'warmup_batches' (" + std::to_string(s.workload.warmup_batches) +
+                    ") must be fewer than 'batches' (" + std::to_string(s.workload.batches) + "): nothing would be measured");
   wl_res = w.to_yaml();
   read_routing(wl && wl.IsMap() ? wl["routing"] : YAML::Node(), wl ? wl : root, s, src, diags, routing_res);
   wl_res["routing"] = routing_res;

@@ -12,6 +12,9 @@ struct PrefillWorkload {
   std::int64_t batch_size = 1;
   std::int64_t seq_len = 128;
   std::int64_t batches = 1;
+  /// The first `warmup_batches` batches run (and warm up what policies and predictors keep across
+  /// batches, such as replicas) but are left out of the metrics.
+  std::int64_t warmup_batches = 0;
   std::int64_t tokens_per_batch() const { return batch_size * seq_len; }
 };
 

@@ -215,6 +215,26 @@ TEST(RunnerPredictors, RunsArePoliciesTimesPredictorsWithTheirMetrics) {
   EXPECT_EQ(oracle["layer_latency_ms"].dump(), none["layer_latency_ms"].dump());
 }
 
+// Warm-up batches run (the simulation is the same) but only the later batches are measured.
+TEST(Runner, WarmupBatchesRunButAreNotMeasured) {
+  const auto all = run_scenario(load_scenario_text(kScenario, "e2e.yaml"));
+  const auto warm = run_scenario(load_scenario_text(kScenario, "e2e.yaml", {"workload.warmup_batches=1"}));
+  for (std::size_t i = 0; i < all["runs"].size(); ++i) {
+    const auto& a = all["runs"][i]["metrics"]["per_batch"];
+    const auto& w = warm["runs"][i]["metrics"]["per_batch"];
+    ASSERT_EQ(w.size(), a.size() - 1);
+    for (std::size_t b = 0; b < w.size(); ++b) EXPECT_EQ(w[b].dump(), a[b + 1].dump());
+    EXPECT_EQ(warm["runs"][i]["metrics"]["tokens"].get<std::int64_t>(),
+              all["runs"][i]["metrics"]["tokens"].get<std::int64_t>() * 2 / 3);
+  }
+  try {
+    load_scenario_text(kScenario, "e2e.yaml", {"workload.warmup_batches=3"});
+    FAIL() << "warm-up of every batch must be an input error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("warmup_batches"), std::string::npos);
+  }
+}
+
 TEST(RunnerPredictors, SameSeedGivesIdenticalResultAndSeedsMoveThePredictorsDraws) {
   const Scenario s = load_scenario_text(kPredicted, "e2e.yaml");
   const auto a = run_scenario(s);
