@@ -1,17 +1,24 @@
 # moesim: two entry points for people and CI.
 #   make run   — install what is missing, configure, build, simulate scenarios/quickstart.yaml
 #   make test  — same set-up, then the whole test suite
+#   make plots — same set-up, then every notebook in notebooks/ executed headless (PNGs in results/plots/)
 # Everything else here is a helper of those two.
 
 BUILD ?= build
 MESON_ARGS ?=
-# Debian packages the build and tests need (compilers, Meson, and the libraries of the project card).
+# Debian packages the build and tests need (compilers, Meson, and the libraries of the project card),
+# and the notebooks' Python stack (run with Debian's /usr/bin/python3; the tests execute a notebook).
 APT_PACKAGES := g++ pkg-config python3 meson ninja-build libboost-graph-dev libyaml-cpp-dev \
-                libeigen3-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+                libeigen3-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev \
+                python3-matplotlib python3-pandas python3-yaml jupyter-nbconvert python3-nbconvert \
+                python3-nbclient python3-ipykernel
+# The interpreter that has those packages (a pyenv or venv python3 on PATH does not).
+NOTEBOOK_PYTHON ?= /usr/bin/python3
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test deps configure build bench papers sanitize clean
+.PHONY: run test deps configure build bench papers plots sanitize clean
 
 run: build
 	./$(BUILD)/moesim run scenarios/quickstart.yaml
@@ -45,6 +52,20 @@ bench: build
 # results/papers/summary.md; claims beside them in scenarios/papers/README.md).
 papers: build
 	python3 scenarios/papers/reproduce.py --moesim ./$(BUILD)/moesim
+
+# Every notebook executed headless: executed copies in results/notebooks/, PNGs in results/plots/.
+# Each runs moesim for data it lacks under results/. MOESIM_NOTEBOOK_QUICK=1 shrinks the grids
+# (seconds), MOESIM_NOTEBOOK_REFRESH=1 reruns moesim; all notebooks run, and any failure fails.
+plots: build
+	@mkdir -p results/notebooks results/plots; failed=""; \
+	for nb in $(NOTEBOOKS); do \
+	  echo "executing $$nb"; \
+	  MOESIM_SOURCE_ROOT="$(CURDIR)" MOESIM_BIN="$(abspath $(BUILD))/moesim" PYDEVD_DISABLE_FILE_VALIDATION=1 \
+	    $(NOTEBOOK_PYTHON) -m nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 \
+	    --output-dir results/notebooks "$$nb" || failed="$$failed $$nb"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "notebooks failed:$$failed" >&2; exit 1; fi; \
+	echo "plots in results/plots/, executed notebooks in results/notebooks/"
 
 # The test suite under AddressSanitizer and UBSan, in its own build directory.
 sanitize: deps
