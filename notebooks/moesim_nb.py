@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,12 +101,13 @@ def subcommands(cfg: Config) -> list[str]:
     return names
 
 
-def require_subcommand(cfg: Config, name: str, why: str = "") -> None:
+def require_subcommand(cfg: Config, name: str) -> None:
     have = subcommands(cfg)
     if name not in have:
         raise RuntimeError(
-            f"{cfg.moesim} has no `{name}` subcommand (it has: {', '.join(have)}). "
-            f"Build a moesim that includes `moesim {name}`, or point MOESIM_BIN at one. {why}".strip())
+            f"{cfg.moesim} has no `{name}` subcommand (it has: {', '.join(have)}): "
+            f"build a moesim that includes `moesim {name}` (`make build` on a branch that has it), "
+            "or point MOESIM_BIN at one")
 
 
 def run_moesim(cfg: Config, args: list[str]) -> str:
@@ -130,28 +130,42 @@ def needs_run(cfg: Config, *outputs: Path) -> bool:
 STAMP = ".moesim-command.json"
 
 
-def produce(cfg: Config, out: Path, args: list, outputs: list[Path]) -> None:
-    """Runs `moesim ARGS` into the folder `out` (emptied first: a sweep resumes from, or refuses,
-    an existing directory) unless its outputs are there. A stamp in `out` records the command:
-    outputs of another command (other grid, quick vs full) are redone, while outputs without a
-    stamp (put there by hand) are used as they are."""
+def _stamp(args: list[str], inputs: list[Path]) -> dict:
+    """What produced a folder's data: the command, and the hash of each input file it read."""
+    import hashlib
+
+    return {"command": args,
+            "inputs": {str(p): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in inputs}}
+
+
+def produce(cfg: Config, out: Path, args: list, outputs: list[Path], *, inputs: list[Path] = (),
+            also_remove: list[Path] = (), stdout_to: Path | None = None) -> None:
+    """Runs `moesim ARGS` (its outputs in the folder `out`) unless the outputs are there. A stamp
+    in `out` records the command and the hashes of its `inputs` (scenario files): outputs of
+    another command (another grid, quick vs full) or of an edited scenario are redone, while
+    outputs without a stamp (put there by hand) are used as they are. Before a run the outputs
+    and `also_remove` are deleted (a sweep resumes from, or refuses, an existing directory).
+    `stdout_to` keeps what moesim printed."""
     import json
 
     args = [str(a) for a in args]
+    inputs = [cfg.root / p for p in inputs]
     stamp = out / STAMP
-    stale = stamp.exists() and json.loads(stamp.read_text()) != args
+    stale = stamp.exists() and json.loads(stamp.read_text()) != _stamp(args, inputs)
     if not needs_run(cfg, *outputs) and not stale:
         print(f"using {', '.join(str(o) for o in outputs)} (MOESIM_NOTEBOOK_REFRESH=1 reruns)")
         return
-    require_binary(cfg)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    run_moesim(cfg, args)
+    require_subcommand(cfg, args[0])
+    for f in [stamp, *outputs, *also_remove]:
+        Path(f).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    stdout = run_moesim(cfg, args)
+    if stdout_to is not None:
+        Path(stdout_to).write_text(stdout)
     missing = [str(o) for o in outputs if not Path(o).exists()]
     if missing:
         raise RuntimeError(f"moesim {args[0]} succeeded but did not write {missing}")
-    stamp.write_text(json.dumps(args))
+    stamp.write_text(json.dumps(_stamp(args, inputs), indent=1))
 
 
 def sweep(cfg: Config, scenario: str, out: Path, grid: list[str], sets: list[str]) -> Path:
@@ -161,7 +175,8 @@ def sweep(cfg: Config, scenario: str, out: Path, grid: list[str], sets: list[str
         args += ["--grid", g]
     for s in sets:
         args += ["--set", s]
-    produce(cfg, out, args, [out / "results.csv", out / "results.jsonl"])
+    produce(cfg, out, args, [out / "results.csv", out / "results.jsonl"], inputs=[scenario],
+            also_remove=[out / "sweep.json"])
     return out / "results.csv"
 
 
@@ -174,9 +189,58 @@ def resolved_scenario(cfg: Config, scenario: str, sets: list[str], out: Path) ->
     for s in sets:
         args += ["--set", s]
     resolved = out / "scenario.resolved.yaml"
-    produce(cfg, out, args, [resolved])
+    produce(cfg, out, args, [resolved], inputs=[scenario])
     with open(resolved) as f:
         return yaml.safe_load(f)
+
+
+# `moesim guideline` (MoE-GPS §4): the strategies it compares and their colours in every plot.
+STRATEGIES = ["none", "distribution-only", "token-to-expert"]
+STRATEGY_COLORS = {"none": "#9e9e9e", "distribution-only": "#1f77b4", "token-to-expert": "#ff7f0e"}
+GUIDELINE_COLUMNS = ["skewness", "bandwidth_GBps", "none_ms", "distribution_only_ms", "token_to_expert_ms",
+                     "best_accuracy", "winner", "distribution_only_saving", "token_to_expert_saving",
+                     "saving_difference"]
+CURVES_COLUMNS = ["skewness", "bandwidth_GBps", "strategy", "accuracy", "layer_ms", "attention_ms", "ffn_ms",
+                  "communication_ms", "overhead_ms", "idle_ms", "prediction_error"]
+GUIDELINE_MODEL, GUIDELINE_HARDWARE = "mixtral-8x7b", "hgx-a100-4gpu-nvlink"
+
+
+def guideline(cfg: Config) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """guideline.csv and curves.csv of `moesim guideline` for Mixtral-8x7B on 4x A100 (MoE-GPS's
+    set-up), made under RESULTS/guideline/ (guideline-quick/ in quick mode) when missing. The
+    guideline and latency_breakdown notebooks share them (one command, so one set of data)."""
+    out = cfg.data_dir("guideline")
+    table, curves, printed = out / "guideline.csv", out / "curves.csv", out / "decision_map.txt"
+    args = ["guideline", "--model", GUIDELINE_MODEL, "--hardware", GUIDELINE_HARDWARE,
+            "--out", table, "--curves", curves]
+    if cfg.quick:
+        args += ["--skewness", "1.0:3.0:1.0", "--bandwidth-GBps", "32,600", "--accuracies", "0.5:1.0:0.25",
+                 "--set", "model.layers=2"]
+    try:
+        produce(cfg, out, args, [table, curves], stdout_to=printed)
+    except RuntimeError as e:
+        if "no `guideline` subcommand" in str(e):
+            raise RuntimeError(f"{e}. Without it, the notebook plots guideline.csv and curves.csv placed "
+                               f"in {out} (MOESIM_NOTEBOOK_REFRESH unset)") from None
+        raise
+    g = read_csv(table, GUIDELINE_COLUMNS)
+    c = read_csv(curves, CURVES_COLUMNS)
+    for name, df in (("guideline.csv", g), ("curves.csv", c)):
+        unknown = set(df["winner" if name == "guideline.csv" else "strategy"]) - set(STRATEGIES)
+        if unknown:
+            raise ValueError(f"{out / name}: unknown strategies {sorted(unknown)} (expected {STRATEGIES})")
+    return g, c
+
+
+def guideline_setup_text(cfg: Config) -> str:
+    """The set-up `moesim guideline` printed as its first line (model, hardware, batch, policy),
+    for plot titles; the model and hardware alone when its output is not there."""
+    printed = cfg.data_dir("guideline") / "decision_map.txt"
+    prefix = "moesim guideline: "
+    lines = printed.read_text().splitlines() if printed.exists() else []
+    text = lines[0][len(prefix):] if lines and lines[0].startswith(prefix) else \
+        f"{GUIDELINE_MODEL} on {GUIDELINE_HARDWARE}"
+    return text + (" — quick mode" if cfg.quick else "")
 
 
 def read_csv(path: Path, columns: list[str]) -> pd.DataFrame:

@@ -59,6 +59,7 @@ def execute(notebook, moesim, expected):
                    MOESIM_NOTEBOOK_QUICK="1",
                    MOESIM_NOTEBOOK_REFRESH="1",
                    PYDEVD_DISABLE_FILE_VALIDATION="1",
+                   JUPYTER_RUNTIME_DIR=str(tmp / "jupyter-runtime"),  # kernel connection files
                    MPLBACKEND="Agg")
         cmd = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute",
                "--ExecutePreprocessor.timeout=240", "--output-dir", str(tmp / "executed"), str(notebook)]
