@@ -95,6 +95,12 @@ void check_scenario_fits(const Scenario& s) {
     at_entry(entry, [&] { policy->setup(ctx); });
     check_fits(estimate_memory(s.model, cluster, *policy, ctx, home, balanced_selections(s.model, home)), cluster, entry);
   }
+  // Predictors train at setup; their problems (e.g. too few training batches) belong to validation too.
+  const PredictorContext pctx = predictor_context(s, cluster, *routing);
+  for (const auto& entry : s.predictors) {
+    auto predictor = predictors().get(entry.name).value.make(entry.params);
+    at_entry(entry, [&] { predictor->setup(pctx); });
+  }
 }
 
 nlohmann::json yaml_to_json(const YAML::Node& node) {
