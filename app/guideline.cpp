@@ -31,11 +31,6 @@ constexpr const char* kScenarioName = "moesim guideline";
   throw InputError(SourceLocation{where, 0, 0}, message);
 }
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
 // The MoE-GPS §4 set-up every cell shares. The GPUs become a full mesh (nvlink-mesh) whatever the
 // preset's own fabric: MoE-GPS §5 assumes "fully connected GPUs with the same interconnect
 // bandwidth between each pair", and varies only that bandwidth (Fig. 7: 32 to 600 GB/s).
@@ -169,13 +164,16 @@ const char* strategy_name(Strategy s) {
 
 std::vector<GuidelineValue> parse_guideline_values(const std::string& option, const std::string& text) {
   const std::string where = option + " " + text;
+  // Numbers hold no blanks, so "32, 64" is "32,64" (and " 1:2:1" still a range).
+  std::string compact = text;
+  compact.erase(std::remove_if(compact.begin(), compact.end(), [](char c) { return c == ' ' || c == '\t'; }),
+                compact.end());
   std::vector<GuidelineValue> out;
-  for (const std::string& raw : parse_value_list(text, where)) {
-    const std::string v = trim(raw);
+  for (const std::string& v : parse_value_list(compact, where)) {
     double x = 0.0;
     const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
     if (v.empty() || ec != std::errc() || ptr != v.data() + v.size() || !std::isfinite(x))
-      fail(where, "'" + raw + "' is not a number");
+      fail(where, "'" + v + "' is not a number");
     out.push_back({x, format_number(x)});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.value < b.value; });
@@ -219,8 +217,11 @@ GuidelineCell decide_cell(GuidelineValue skewness, GuidelineValue bandwidth_GBps
 }
 
 std::vector<GuidelineCell> run_guideline(const GuidelineSpec& spec, unsigned jobs) {
+  // Checked here, as the scenario would locate them at its generated text or not at all.
   for (const auto& a : spec.accuracies)
     if (a.value < 0.0 || a.value > 1.0) fail("--accuracies " + a.text, "an accuracy must lie in [0, 1]");
+  for (const auto& b : spec.bandwidth_GBps)
+    if (!(b.value > 0.0)) fail("--bandwidth-GBps " + b.text, "a bandwidth must be above 0 GB/s");
   check_sets(spec);
   std::vector<CellKey> cells;
   for (const auto& b : spec.bandwidth_GBps)
