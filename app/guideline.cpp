@@ -19,6 +19,7 @@
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "app/sweep.hpp"
+#include "hardware/cluster.hpp"
 #include "sim/diagnostics.hpp"
 
 namespace moesim {
@@ -54,9 +55,16 @@ struct Override {
   std::string shown;  ///< "--skewness 4.2": where a problem with it is reported
 };
 
+// Every GPU also keeps its PCIe link (host traffic), and a route takes the fastest path: a PCIe
+// path faster than the mesh would carry GPU-to-GPU traffic around it (at 8 GB/s per pair, PCIe 4.0
+// at 31.5 GB/s is faster), so PCIe links are capped at the cell's bandwidth; then the direct link
+// (one hop) always wins over a PCIe path (two or more hops) and each pair talks at the bandwidth.
 std::vector<Override> cell_overrides(const GuidelineSpec& spec, const GuidelineValue& skew, const GuidelineValue& bw) {
   auto n = [](auto v) { return std::to_string(v); };
-  return {{"seed=" + n(spec.seed), "--seed " + n(spec.seed)},
+  std::vector<Override> pcie;
+  if (const auto* preset = cluster_presets().find(spec.hardware); preset && preset->value.pcie_bandwidth_GBps > bw.value)
+    pcie.push_back({"hardware.pcie_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text});
+  std::vector<Override> all = {{"seed=" + n(spec.seed), "--seed " + n(spec.seed)},
           {"model=" + spec.model, "--model " + spec.model},
           {"hardware.preset=" + spec.hardware, "--hardware " + spec.hardware},
           {"hardware.nvlink_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text},
@@ -65,6 +73,8 @@ std::vector<Override> cell_overrides(const GuidelineSpec& spec, const GuidelineV
           {"workload.batches=" + n(spec.batches), "--batches " + n(spec.batches)},
           {"workload.warmup_batches=" + n(spec.warmup_batches), "--warmup-batches " + n(spec.warmup_batches)},
           {"workload.routing.skewness=" + skew.text, "--skewness " + skew.text}};
+  all.insert(all.end(), pcie.begin(), pcie.end());
+  return all;
 }
 
 // A --set may refine a cell (model.layers=2) but not replace what the command chooses: a key
@@ -72,6 +82,7 @@ std::vector<Override> cell_overrides(const GuidelineSpec& spec, const GuidelineV
 void check_sets(const GuidelineSpec& spec) {
   std::vector<std::pair<std::string, std::string>> owned = {
       {"hardware.fabric", "the GPUs are fully connected (MoE-GPS §5); vary --bandwidth-GBps"},
+      {"hardware.pcie_bandwidth_GBps", "it is capped at each --bandwidth-GBps, so GPU pairs talk over the mesh"},
       {"workload.kind", "the guideline is about prefill (MoE-GPS §2)"},
       {"workload.routing.kind", "cells are routed by skewness (MoE-GPS §2); use --skewness"},
       {"policy", "the guideline compares predictors under moegps-dup (MoE-GPS Algorithm 1)"},

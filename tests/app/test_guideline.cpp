@@ -254,4 +254,82 @@ TEST_F(GuidelineCli, OtherBadInputExits2AtItsOption) {
   }
 }
 
+TEST_F(GuidelineCli, AnyPresetIsRewiredAsAFullMeshAtEachBandwidth) {
+  // a100-4gpu-pcie has no NVLink (four GPUs under one PCIe switch), hgx-a100-4gpu-nvlink a 100 GB/s
+  // mesh; both have the same GPU. Rewired as full meshes at the same bandwidths (also below PCIe
+  // 4.0's 31.5 GB/s, where a PCIe path would otherwise be faster than the mesh) they are one machine.
+  const std::vector<std::string> args = {"--model", "mixtral-8x7b", "--set", "model.layers=2", "--skewness", "1,4",
+                                         "--bandwidth-GBps", "8,600", "--accuracies", "0.9", "--jobs", "2"};
+  ASSERT_EQ(guideline(with(args, {"--hardware", "a100-4gpu-pcie"}), "-pcie").code, 0);
+  ASSERT_EQ(guideline(with(args, {"--hardware", "hgx-a100-4gpu-nvlink"}), "-nvlink").code, 0);
+  EXPECT_EQ(slurp(dir / "curves-pcie.csv"), slurp(dir / "curves-nvlink.csv"));
+  const Csv d = decisions("-pcie");
+  ASSERT_EQ(d.rows.size(), 4u);
+  for (std::size_t i = 0; i < 2; ++i)  // the same skewness at 8 and at 600 GB/s
+    EXPECT_GT(num(d.rows[i], "none_ms"), num(d.rows[i + 2], "none_ms")) << d.rows[i].at("skewness");
+}
+
+// MoE-GPS §4: "Each curve exhibits a U-shape: higher accuracy improves load balancing (reducing
+// FFN and communication time), but also increases overhead." At batch 1 x 512 moesim's curve is
+// nearly flat on the left: Mixtral's expert GEMMs at ~128 rows per expert are bound by reading the
+// 352 MB of weights, so better balance (which spreads the hot expert over more GPUs, each reading
+// its weights) shortens the FFN little. At 16 x 512 they are compute-bound, FFN time follows the
+// tokens, as MoE-GPS assumes, and the U appears.
+TEST_F(GuidelineCli, TokenToExpertLatencyIsUShapedOverAccuracyWhenExpertsAreComputeBound) {
+  ASSERT_EQ(guideline({"--model", "mixtral-8x7b", "--hardware", "hgx-a100-4gpu-nvlink", "--set", "model.layers=2",
+                       "--batch-size", "16", "--skewness", "4", "--bandwidth-GBps", "600", "--accuracies", "0.5:1:0.1"})
+                .code,
+            0);
+  const Csv c = curves();
+  std::vector<Row> u;
+  for (const Row& r : c.rows)
+    if (r.at("strategy") == "token-to-expert") u.push_back(r);
+  ASSERT_EQ(u.size(), 6u);
+  const auto best = static_cast<std::size_t>(
+      std::min_element(u.begin(), u.end(), [](const Row& a, const Row& b) { return num(a, "layer_ms") < num(b, "layer_ms"); }) -
+      u.begin());
+  EXPECT_GT(best, 0u) << "the minimum is not inside the accuracy range";
+  EXPECT_LT(best, u.size() - 1) << "the minimum is not inside the accuracy range";
+  EXPECT_GT(num(u.front(), "layer_ms"), num(u[best], "layer_ms"));
+  EXPECT_GT(num(u.back(), "layer_ms"), num(u[best], "layer_ms"));
+  // Why: the left side falls with the FFN (balance), the right side rises with the overhead.
+  EXPECT_GT(num(u.front(), "ffn_ms"), num(u[best], "ffn_ms"));
+  for (std::size_t i = 1; i < u.size(); ++i) EXPECT_GT(num(u[i], "overhead_ms"), num(u[i - 1], "overhead_ms"));
+  EXPECT_EQ(decisions().rows.at(0).at("best_accuracy"), u[best].at("accuracy"));
+}
+
+// MoE-GPS key takeaways: distribution-only is preferred when skewness is low or communication is not
+// a bottleneck; token-to-expert when skewness is high and the interconnect slow, where the scatter it
+// skips outweighs its overhead. moesim shows both at 16 x 512 tokens with GPU pairs at 600 GB/s
+// (NVLink-class) and 8 GB/s (a 4-GPU PCIe 4.0 switch gives each GPU 31.5 GB/s in all, ~10 GB/s per
+// peer in an all-to-all). At 32 GB/s per pair (96 GB/s per GPU) distribution-only still wins here.
+TEST_F(GuidelineCli, WinnerFlipsBetweenTheMoeGpsRegimes) {
+  ASSERT_EQ(guideline({"--model", "mixtral-8x7b", "--hardware", "hgx-a100-4gpu-nvlink", "--set", "model.layers=2",
+                       "--batch-size", "16", "--skewness", "1.4,4", "--bandwidth-GBps", "8,600", "--accuracies",
+                       "0.7:1:0.1"})
+                .code,
+            0);
+  const Csv d = decisions();
+  ASSERT_EQ(d.rows.size(), 4u);  // (1.4, 8), (4, 8), (1.4, 600), (4, 600)
+  const Row& slow_skewed = d.rows[1];
+  const Row& fast_mild = d.rows[2];
+  ASSERT_EQ(slow_skewed.at("skewness") + "@" + slow_skewed.at("bandwidth_GBps"), "4@8");
+  ASSERT_EQ(fast_mild.at("skewness") + "@" + fast_mild.at("bandwidth_GBps"), "1.4@600");
+  EXPECT_EQ(fast_mild.at("winner"), "distribution-only");
+  EXPECT_GT(num(fast_mild, "saving_difference"), 0.0);  // Fig. 7: above zero
+  EXPECT_EQ(slow_skewed.at("winner"), "token-to-expert");
+  EXPECT_LT(num(slow_skewed, "saving_difference"), 0.0);
+  // Token-to-expert wins there on communication, which distribution-only does not cut as much.
+  const Csv c = curves();
+  double dist_comm = -1.0, t2e_comm = -1.0;
+  for (const Row& r : c.rows)
+    if (r.at("skewness") == "4" && r.at("bandwidth_GBps") == "8") {
+      if (r.at("strategy") == "distribution-only") dist_comm = num(r, "communication_ms");
+      if (r.at("accuracy") == slow_skewed.at("best_accuracy")) t2e_comm = num(r, "communication_ms");
+    }
+  ASSERT_GE(dist_comm, 0.0);
+  ASSERT_GE(t2e_comm, 0.0);
+  EXPECT_LT(t2e_comm, dist_comm);
+}
+
 }  // namespace moesim
