@@ -92,7 +92,10 @@ std::string decision_map(const GuidelineSpec& spec, const std::vector<GuidelineC
   for (const GuidelineCell& c : cells) width = std::max(width, verdict(c).size() + 2);
   std::ostringstream os;
   os << "moesim guideline: " << spec.model << " on " << spec.hardware << " (GPUs fully connected), prefill "
-     << spec.batch_size << " x " << spec.seq_len << ", moegps-dup\n"
+     << spec.batch_size << " x " << spec.seq_len << ", " << spec.batches - spec.warmup_batches << " of "
+     << spec.batches << " batches measured, moegps-dup";
+  for (const std::string& set : spec.sets) os << ", " << set;
+  os << "\n"
      << "winner per skewness (rows) and GB/s per GPU pair (columns), with its saving vs none;\n"
      << "dist = distribution-only, t2e@a = token-to-expert at its best accuracy a\n\n"
      << std::setw(8) << "skewness";
@@ -120,7 +123,8 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 constexpr const char* kGuidelineHelp = R"(Each (skewness, bandwidth) cell simulates the model on the hardware preset's GPUs rewired
-as a full mesh (fabric nvlink-mesh) at that bandwidth per GPU pair and direction (MoE-GPS §5),
+as a full mesh (fabric nvlink-mesh) at that bandwidth per GPU pair and direction (MoE-GPS §5;
+the preset's PCIe links are capped at it, so that no PCIe path is faster than the mesh),
 prefill batches routed at that skewness (max/mean tokens per expert, at most E/top_k), expert
 duplication by moegps-dup (MoE-GPS Algorithm 1) acting on each predictor's forecast: none,
 distribution-only, and token-to-expert at every --accuracies value. The first --warmup-batches

@@ -55,25 +55,26 @@ struct Override {
   std::string shown;  ///< "--skewness 4.2": where a problem with it is reported
 };
 
-// Every GPU also keeps its PCIe link (host traffic), and a route takes the fastest path: a PCIe
-// path faster than the mesh would carry GPU-to-GPU traffic around it (at 8 GB/s per pair, PCIe 4.0
-// at 31.5 GB/s is faster), so PCIe links are capped at the cell's bandwidth; then the direct link
-// (one hop) always wins over a PCIe path (two or more hops) and each pair talks at the bandwidth.
+// A cell's overrides: every value the options chose, in the order they are applied. Every GPU
+// also keeps its PCIe link (host traffic) and a route takes the fastest path, so a PCIe path
+// faster than the mesh would carry GPU-to-GPU traffic around it (at 8 GB/s per pair, PCIe 4.0's
+// 31.5 GB/s is faster): PCIe links are capped at the cell's bandwidth, and then the direct link
+// (one hop) always beats a PCIe path (two hops or more), so each pair talks at the bandwidth.
 std::vector<Override> cell_overrides(const GuidelineSpec& spec, const GuidelineValue& skew, const GuidelineValue& bw) {
   auto n = [](auto v) { return std::to_string(v); };
-  std::vector<Override> pcie;
-  if (const auto* preset = cluster_presets().find(spec.hardware); preset && preset->value.pcie_bandwidth_GBps > bw.value)
-    pcie.push_back({"hardware.pcie_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text});
-  std::vector<Override> all = {{"seed=" + n(spec.seed), "--seed " + n(spec.seed)},
-          {"model=" + spec.model, "--model " + spec.model},
-          {"hardware.preset=" + spec.hardware, "--hardware " + spec.hardware},
-          {"hardware.nvlink_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text},
-          {"workload.batch_size=" + n(spec.batch_size), "--batch-size " + n(spec.batch_size)},
-          {"workload.seq_len=" + n(spec.seq_len), "--seq-len " + n(spec.seq_len)},
-          {"workload.batches=" + n(spec.batches), "--batches " + n(spec.batches)},
-          {"workload.warmup_batches=" + n(spec.warmup_batches), "--warmup-batches " + n(spec.warmup_batches)},
-          {"workload.routing.skewness=" + skew.text, "--skewness " + skew.text}};
-  all.insert(all.end(), pcie.begin(), pcie.end());
+  std::vector<Override> all = {
+      {"seed=" + n(spec.seed), "--seed " + n(spec.seed)},
+      {"model=" + spec.model, "--model " + spec.model},
+      {"hardware.preset=" + spec.hardware, "--hardware " + spec.hardware},
+      {"hardware.nvlink_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text},
+      {"workload.batch_size=" + n(spec.batch_size), "--batch-size " + n(spec.batch_size)},
+      {"workload.seq_len=" + n(spec.seq_len), "--seq-len " + n(spec.seq_len)},
+      {"workload.batches=" + n(spec.batches), "--batches " + n(spec.batches)},
+      {"workload.warmup_batches=" + n(spec.warmup_batches), "--warmup-batches " + n(spec.warmup_batches)},
+      {"workload.routing.skewness=" + skew.text, "--skewness " + skew.text}};
+  const auto* preset = cluster_presets().find(spec.hardware);  // an unknown one fails at --hardware
+  if (preset && preset->value.pcie_bandwidth_GBps > bw.value)
+    all.push_back({"hardware.pcie_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text});
   return all;
 }
 
