@@ -73,6 +73,7 @@ int run_cli(int argc, char** argv) {
   validate->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
 
   const SweepCommand sweep(app);
+  const GuidelineCommand guideline(app);
 
   std::string what;
   auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors");
@@ -134,6 +135,7 @@ int run_cli(int argc, char** argv) {
     if (run->parsed()) return cmd_run(file, sets, out, quiet);
     if (validate->parsed()) return cmd_validate(file, sets);
     if (sweep.parsed()) return sweep.run();
+    if (guideline.parsed()) return guideline.run();
     if (list->parsed()) return cli_list(what.c_str());
     if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json);
     for (auto* c : collectives)

@@ -1,6 +1,7 @@
 #pragma once
-// The moesim command line: run, validate, sweep, list, cost, calibrate. Exit codes: 0 success, 2 bad input
+// The moesim command line: run, validate, sweep, guideline, list, cost, calibrate. Exit codes: 0 success, 2 bad input
 // (every problem printed as file:line:col: error: ...), 1 internal error.
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -42,6 +43,25 @@ class SweepCommand {
   CLI::App* cmd_ = nullptr;
   std::string file_, out_;
   std::vector<std::string> grids_, zips_, sets_;
+  unsigned jobs_ = 0;
+};
+
+/// `moesim guideline` (cli_guideline.cpp, guideline.hpp): registers its options on construction;
+/// `run` executes it once the command line chose it.
+class GuidelineCommand {
+ public:
+  explicit GuidelineCommand(CLI::App& app);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string model_, hardware_;
+  std::string skewness_ = "1.0:4.0:0.2", bandwidth_ = "32,64,300,600", accuracies_ = "0.5:1.0:0.05";
+  std::int64_t batch_size_ = 1, seq_len_ = 512, batches_ = 4, warmup_batches_ = 1;
+  std::uint64_t seed_ = 1;
+  std::vector<std::string> sets_;
+  std::string out_, curves_;
   unsigned jobs_ = 0;
 };
 

@@ -8,10 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -42,36 +40,6 @@ std::string read_text(const std::string& path) {
   std::stringstream buf;
   buf << in.rdbuf();
   return buf.str();
-}
-
-// Runs f(i) for i in [0, n) on up to `jobs` threads. After an exception no new i starts; the
-// first exception is rethrown once every thread has stopped. f(0) runs alone first, so that
-// function-local statics (yaml-cpp's convert<bool> names, ...) are initialised before threads
-// exist: thread-safe anyway, but yaml-cpp is not built with ThreadSanitizer, which then cannot
-// see the guard and reports a race.
-template <class F>
-void parallel_for(std::size_t n, unsigned jobs, F f) {
-  if (n == 0) return;
-  f(0);
-  std::atomic<std::size_t> next{1};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto worker = [&] {
-    for (std::size_t i; (i = next++) < n;) {
-      try {
-        f(i);
-      } catch (...) {
-        const std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next = n;
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < std::min<std::size_t>(std::max(jobs, 1u), n); ++t) threads.emplace_back(worker);
-  worker();  // the calling thread works too
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
 }
 
 // A done/total bar with elapsed time and ETA, redrawn at most ten times a second.

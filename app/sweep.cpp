@@ -56,13 +56,6 @@ std::vector<std::string> split_top_level(const std::string& s) {
   return parts;
 }
 
-// Twelve significant digits hide the binary error of start + i * step (1.6000000000000001).
-std::string format_double(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.12g", v == 0.0 ? 0.0 : v);  // no "-0"
-  return buf;
-}
-
 // 64-bit FNV-1a: a stable fingerprint of the scenario text (std::hash is not stable across builds).
 std::string fnv1a_hex(const std::string& text) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -149,8 +142,26 @@ std::vector<std::string> expand_range(const std::string& text, const std::string
   // The tolerance keeps stop in when (stop - start) / step lands a hair under an integer.
   const auto n = static_cast<std::size_t>(std::floor(std::max(0.0, steps) + 1e-9)) + 1;
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < n; ++i) out.push_back(format_double(x + static_cast<double>(i) * step));
+  for (std::size_t i = 0; i < n; ++i) out.push_back(format_number(x + static_cast<double>(i) * step));
   return out;
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.12g", v == 0.0 ? 0.0 : v);  // no "-0"
+  return buf;
+}
+
+std::vector<std::string> parse_value_list(const std::string& text, const std::string& where) {
+  std::vector<std::string> values;
+  for (const std::string& v : split_top_level(text)) {
+    if (v.empty()) fail(where, "empty value in the list");
+    std::vector<std::string> range = expand_range(v, where);
+    if (range.empty()) values.push_back(v);
+    else values.insert(values.end(), range.begin(), range.end());
+  }
+  if (values.size() > kMaxValues) fail(where, "too many values");
+  return values;
 }
 
 SweepAxis parse_sweep_axis(const std::string& option, const std::string& spec) {
@@ -159,13 +170,7 @@ SweepAxis parse_sweep_axis(const std::string& option, const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0) fail(where, "expected key.path=v1,v2,... (or start:stop:step)");
   axis.key = spec.substr(0, eq);
-  for (const std::string& v : split_top_level(spec.substr(eq + 1))) {
-    if (v.empty()) fail(where, "empty value in the list");
-    std::vector<std::string> range = expand_range(v, where);
-    if (range.empty()) axis.values.push_back(v);
-    else axis.values.insert(axis.values.end(), range.begin(), range.end());
-  }
-  if (axis.values.size() > kMaxValues) fail(where, "too many values");
+  axis.values = parse_value_list(spec.substr(eq + 1), where);
   return axis;
 }
 
