@@ -169,13 +169,13 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
     const std::vector<double> before = replica_bytes(held, ctx.model.expert_bytes());
     for (std::size_t g = 0; g < budget.memory_bytes.size(); ++g) budget.memory_bytes[g] -= before[g];
     ForecastDispatch fd = dispatch_on_forecast(f, *in.routing, *in.token_home, budget);
-    // Keep the replicas this dispatch used (the static hosts always stay); unused ones are freed,
-    // so a shifting skew can copy the experts it needs next.
+    // Keep the replicas the forecast's plan used (the static hosts always stay): a steady forecast
+    // keeps needing them, whatever one batch's true selections did. Replicas the plan no longer
+    // uses are freed, so a shifting skew can copy the experts it needs next.
     std::vector<std::vector<int>> kept = placement().gpus_of_expert;
-    for (std::size_t e = 0; e < fd.gpus_of_expert.size(); ++e)
-      for (const int g : fd.gpus_of_expert[e])
-        if (std::find(kept[e].begin(), kept[e].end(), g) == kept[e].end() && fd.dispatch.load[g][e] > 0)
-          kept[e].push_back(g);
+    for (std::size_t e = 0; e < fd.planned_hosts.size(); ++e)
+      for (const int g : fd.planned_hosts[e])
+        if (std::find(kept[e].begin(), kept[e].end(), g) == kept[e].end()) kept[e].push_back(g);
     held = std::move(kept);
     const std::vector<double> after = replica_bytes(held, ctx.model.expert_bytes());
     // During the layer a GPU holds its earlier replicas plus this layer's new copies; the ones

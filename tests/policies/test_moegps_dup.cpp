@@ -208,6 +208,23 @@ TEST_F(MoeGpsPlan, CopiesAreTimedPeerFetchesOfExpertBytes) {
     EXPECT_DOUBLE_EQ(reuse_bytes[g], (2.0 * model.num_moe_layers() + one_layer[g]) * model.expert_bytes()) << g;
 }
 
+// A steady distribution forecast keeps needing the same replicas, even when a batch's true
+// selections leave one of them idle: they stay, and later batches copy nothing.
+TEST_F(MoeGpsPlan, SteadyForecastKeepsItsReplicasWhateverTheBatchRouted) {
+  auto keep = make();
+  const std::vector<double> share{0.5, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05};
+  const LayerRouting first = fixed_routing({64, 13, 13, 13, 6, 6, 7, 6});
+  const BatchPlan a = testing_support::plan_forecast(*keep, ctx, first, testing_support::distribution_forecast(first, share));
+  EXPECT_FALSE(fetches(a).empty());
+  // Fewer tokens on the hot expert than planned: its owner's slots absorb them all.
+  for (const auto& counts : {std::vector<std::int64_t>{40, 20, 20, 16, 8, 8, 8, 8},
+                             std::vector<std::int64_t>{70, 10, 12, 12, 6, 6, 6, 6}}) {
+    const LayerRouting r = fixed_routing(counts);
+    const BatchPlan b = testing_support::plan_forecast(*keep, ctx, r, testing_support::distribution_forecast(r, share));
+    EXPECT_TRUE(fetches(b).empty());
+  }
+}
+
 // MoE-GPS §5: expert weights are static across inputs. With the same skew in the next batch, the
 // kept replicas serve it without a copy; without keeping, every batch copies again.
 TEST_F(MoeGpsPlan, KeptReplicasServeTheNextBatchWithoutCopies) {
