@@ -160,32 +160,24 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
       note_copies(fd.dispatch.copies);
       return std::move(fd.dispatch);
     }
-    // MoE-GPS §5: "expert weights are static across inputs" — replicas this layer already holds
-    // need no copy. Algorithm 1 starts from them, with the layer's memory share less what they
-    // occupy, and only replicas it adds are copied (and timed).
+    // MoE-GPS §5: "expert weights are static across inputs". Algorithm 1 runs from the static
+    // layout as the paper specifies; only the hosts of its placement that this layer does not
+    // already hold are copied (and timed), and that placement is kept for the next batch. A
+    // steady forecast therefore copies once; replicas the placement drops are freed.
+    ForecastDispatch fd = dispatch_on_forecast(f, *in.routing, *in.token_home, budget_);
     auto& held = held_[static_cast<std::size_t>(in.moe_index)];
-    CopyBudget budget = budget_;
-    budget.placement = held;
+    fd.dispatch.copies = weight_copies(new_hosts(held, fd.gpus_of_expert), held, fd.gpus_of_expert);
     const std::vector<double> before = replica_bytes(held, ctx.model.expert_bytes());
-    for (std::size_t g = 0; g < budget.memory_bytes.size(); ++g) budget.memory_bytes[g] -= before[g];
-    ForecastDispatch fd = dispatch_on_forecast(f, *in.routing, *in.token_home, budget);
-    // Keep the replicas the forecast's plan used (the static hosts always stay): a steady forecast
-    // keeps needing them, whatever one batch's true selections did. Replicas the plan no longer
-    // uses are freed, so a shifting skew can copy the experts it needs next.
-    std::vector<std::vector<int>> kept = placement().gpus_of_expert;
-    for (std::size_t e = 0; e < fd.planned_hosts.size(); ++e)
-      for (const int g : fd.planned_hosts[e])
-        if (std::find(kept[e].begin(), kept[e].end(), g) == kept[e].end()) kept[e].push_back(g);
-    held = std::move(kept);
-    const std::vector<double> after = replica_bytes(held, ctx.model.expert_bytes());
+    const std::vector<double> after = replica_bytes(fd.gpus_of_expert, ctx.model.expert_bytes());
     // During the layer a GPU holds its earlier replicas plus this layer's new copies; the ones
-    // this dispatch left unused are freed after it.
+    // the new placement dropped are freed after it.
     std::vector<double> arriving(held_bytes_.size(), 0.0);
     for (const WeightCopy& c : fd.dispatch.copies) arriving[static_cast<std::size_t>(c.dst_gpu)] += ctx.model.expert_bytes();
     for (std::size_t g = 0; g < after.size(); ++g) {
       peak_held_bytes_[g] = std::max(peak_held_bytes_[g], held_bytes_[g] + arriving[g]);
       held_bytes_[g] += after[g] - before[g];
     }
+    held = fd.gpus_of_expert;
     return std::move(fd.dispatch);
   }
 

@@ -245,7 +245,7 @@ ForecastDispatch dispatch_on_forecast(const Forecast& f, const LayerRouting& r, 
   const int G = static_cast<int>(budget.memory_bytes.size());
   const int E = static_cast<int>(budget.placement.size());
   const std::vector<std::int32_t>& truth = r.experts;
-  ForecastDispatch out{Dispatch(G, E), budget.placement, {}, std::vector<int>(truth.size(), -1), {}, {}, 0};
+  ForecastDispatch out{Dispatch(G, E), budget.placement, std::vector<int>(truth.size(), -1), {}, {}, 0};
   if (f.kind == Forecast::Kind::kNone) {
     // Nothing is known before routing, so nothing can be copied ahead of time: static-ep.
     for (std::size_t i = 0; i < truth.size(); ++i)
@@ -259,12 +259,7 @@ ForecastDispatch dispatch_on_forecast(const Forecast& f, const LayerRouting& r, 
   const Duplication dup =
       duplicate_experts(planned, budget.placement, budget.memory_bytes, budget.expert_bytes, budget.max_copies);
   out.gpus_of_expert = dup.gpus_of_expert;
-  out.planned_hosts.assign(static_cast<std::size_t>(E), {});
-  for (std::size_t i = 0; i < planned.size(); ++i) {
-    auto& hosts_of = out.planned_hosts[static_cast<std::size_t>(planned[i])];
-    if (std::find(hosts_of.begin(), hosts_of.end(), dup.gpu_of_item[i]) == hosts_of.end())
-      hosts_of.push_back(dup.gpu_of_item[i]);
-  }
+
   std::vector<int>& c = out.compute_gpu;
   const bool tokens = f.kind == Forecast::Kind::kTokens;
   std::vector<char> wrong;  // kTokens: the errors of §3.3, the mispredicted selections

@@ -77,9 +77,6 @@ struct CopyBudget {
 struct ForecastDispatch {
   Dispatch dispatch;
   std::vector<std::vector<int>> gpus_of_expert;  ///< the placement the copies bring into being
-  /// Per expert: the GPUs Algorithm 1's plan gave at least one of its (predicted) items — the
-  /// hosts the forecast needs, whatever this batch's true selections turned out to be.
-  std::vector<std::vector<int>> planned_hosts;
   std::vector<int> compute_gpu;                  ///< per item: the GPU that computes it
   std::vector<int> sits_on;                      ///< kTokens, per item: where it is when the scatter starts
   ErrorRealisation error;
