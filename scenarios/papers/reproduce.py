@@ -29,6 +29,10 @@ EXPERIMENTS = {
     "harmoeny-switch128-fluctuating": ("harmoeny/switch128-fluctuating.yaml", [("alpha~U[0,0.95] per batch", [])]),
     "moeshard-batch": ("moeshard/switch-base-a100.yaml",
                        [(f"batch={b}", [f"workload.batch_size={b}"]) for b in (10, 50, 100, 250, 450)]),
+    # MoE-GPS §4 (Fig. 6): each predictor driving expert duplication, NVLink vs PCIe, by skewness.
+    "moe-gps-mixtral": ("moe-gps/mixtral-a100.yaml",
+                        [(f"{hw} skew={s}", [f"hardware={hw}", f"workload.routing.skewness={s}"])
+                         for hw in ("hgx-a100-4gpu-nvlink", "a100-4gpu-pcie") for s in (1.4, 2.0, 3.0)]),
     # DeepSpeed's capacity factor is min(E, 50) (MoEShard §4.1).
     "moeshard-experts": ("moeshard/switch-base-a100.yaml",
                          [(f"experts={e}", [f"model.experts={e}", f"policy.0.capacity_factor={min(e, 50)}"])
@@ -72,7 +76,10 @@ def table(name, points):
         for run in result["runs"]:
             m = run["metrics"]
             cells = [fmt(get(m)) for _, get in COLUMNS]
-            lines.append(f"| {label} | {run['label']} | " + " | ".join(cells) + " |")
+            who = run["label"]
+            if run.get("predictor", "none") != "none" or len(result["runs"]) > len({r["label"] for r in result["runs"]}):
+                who += f" / {run.get('predictor_label', run.get('predictor'))}"
+            lines.append(f"| {label} | {who} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
