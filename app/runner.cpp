@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "app/metrics.hpp"
 #include "sim/chrome_trace.hpp"
@@ -155,7 +156,11 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   cluster.install(net);
   PlanExecutor exec(sim, net, cluster.num_gpus(), engine_hooks(cluster, cost));
   MetricsCollector metrics(cluster);
-  ChromeTrace trace(cluster.num_gpus());
+  // Built only when a trace is written: its per-GPU lane metadata is a noticeable share of a
+  // small run (sweeps run thousands).
+  const bool tracing = s.trace && !trace_dir.empty();
+  std::optional<ChromeTrace> trace;
+  if (tracing) trace.emplace(cluster.num_gpus());
   std::vector<std::int64_t> peak_selections(cluster.num_gpus(), 0);
   const int moe_layers = s.model.num_moe_layers();
   for (int b = 0; b < static_cast<int>(s.workload.batches); ++b) {
@@ -183,7 +188,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
     for (const auto& moe : plan.moe)
       for (std::size_t g = 0; g < moe.gpu_tokens.size(); ++g)
         peak_selections[g] = std::max(peak_selections[g], moe.gpu_tokens[g]);
-    if (s.trace && !trace_dir.empty()) trace.add_batch(plan.graph, timing, b);
+    if (tracing) trace->add_batch(plan.graph, timing, b);
   }
   const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, peak_selections);
   check_fits(mem, cluster, entry);
@@ -197,9 +202,9 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   if (const auto acc = predictor->held_out_accuracy()) run["predictor_held_out_accuracy"] = *acc;
   run["metrics"] = metrics.summary();
   run["metrics"]["events"] = sim.events_run();
-  if (s.trace && !trace_dir.empty()) {
+  if (tracing) {
     const std::string file = "trace-" + entry.label + (s.predictors.size() > 1 ? "-" + pred.label : "") + ".json";
-    trace.write((std::filesystem::path(trace_dir) / file).string());
+    trace->write((std::filesystem::path(trace_dir) / file).string());
     run["trace"] = file;
   }
   return run;
