@@ -8,7 +8,7 @@
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "app/summary.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 

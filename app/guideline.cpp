@@ -20,7 +20,7 @@
 #include "app/scenario.hpp"
 #include "app/sweep.hpp"
 #include "hardware/cluster.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 namespace {

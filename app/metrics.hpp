@@ -9,7 +9,7 @@
 
 #include "app/layer_breakdown.hpp"
 #include "hardware/cluster.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {

@@ -9,8 +9,8 @@
 #include "sim/chrome_trace.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
-#include "policies/batch_planner.hpp"
-#include "policies/memory.hpp"
+#include "serving/batch_planner.hpp"
+#include "serving/memory.hpp"
 #include "predictors/predictor.hpp"
 #include "sim/plan_executor.hpp"
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/scenario.hpp"
-#include "policies/memory.hpp"
+#include "serving/memory.hpp"
 
 namespace moesim {
 

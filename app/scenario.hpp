@@ -11,7 +11,7 @@
 #include "models/model_spec.hpp"
 #include "models/routing.hpp"
 #include "models/workload.hpp"
-#include "sim/params.hpp"
+#include "core/params.hpp"
 
 namespace moesim {
 

@@ -6,7 +6,7 @@
 
 #include "hardware/cluster.hpp"
 #include "models/model_spec.hpp"
-#include "sim/params.hpp"
+#include "core/params.hpp"
 
 namespace moesim {
 

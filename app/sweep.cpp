@@ -11,7 +11,7 @@
 #include <map>
 #include <set>
 
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 namespace {

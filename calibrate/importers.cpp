@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "calibrate/measurements.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim::calibration {
 namespace {

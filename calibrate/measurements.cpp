@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim::calibration {
 namespace {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 

@@ -8,7 +8,7 @@
 #include "hardware/calibration.hpp"
 #include "hardware/gpu_spec.hpp"
 #include "sim/flow_network.hpp"
-#include "sim/registry.hpp"
+#include "core/registry.hpp"
 
 namespace moesim {
 

@@ -3,7 +3,7 @@
 #include <array>
 #include <string>
 
-#include "sim/registry.hpp"
+#include "core/registry.hpp"
 #include "sim/work.hpp"
 
 namespace moesim {

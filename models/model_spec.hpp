@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/registry.hpp"
+#include "core/registry.hpp"
 #include "sim/work.hpp"
 
 namespace moesim {

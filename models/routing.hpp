@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/params.hpp"
-#include "sim/registry.hpp"
-#include "sim/rng.hpp"
+#include "core/params.hpp"
+#include "core/registry.hpp"
+#include "core/rng.hpp"
 
 namespace moesim {
 

@@ -40,7 +40,7 @@
 #include <tuple>
 
 #include "models/model_spec.hpp"
-#include "policies/memory.hpp"
+#include "serving/memory.hpp"
 
 namespace moesim {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "models/model_spec.hpp"
-#include "policies/memory.hpp"
+#include "serving/memory.hpp"
 
 namespace moesim {
 

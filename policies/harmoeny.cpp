@@ -17,7 +17,7 @@
 #include <string>
 
 #include "hardware/collectives.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 

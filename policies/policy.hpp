@@ -12,8 +12,8 @@
 #include "models/routing.hpp"
 #include "models/workload.hpp"
 #include "predictors/forecast.hpp"
-#include "sim/params.hpp"
-#include "sim/registry.hpp"
+#include "core/params.hpp"
+#include "core/registry.hpp"
 #include "sim/task_graph.hpp"
 
 namespace moesim {

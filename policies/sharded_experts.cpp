@@ -7,7 +7,7 @@
 
 #include "hardware/collectives.hpp"
 #include "models/operators.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "models/routing.hpp"
 #include "predictors/forecast.hpp"
-#include "sim/params.hpp"
+#include "core/params.hpp"
 
 namespace moesim {
 

@@ -13,9 +13,9 @@
 #include "models/routing.hpp"
 #include "models/workload.hpp"
 #include "predictors/forecast.hpp"
-#include "sim/params.hpp"
-#include "sim/registry.hpp"
-#include "sim/rng.hpp"
+#include "core/params.hpp"
+#include "core/registry.hpp"
+#include "core/rng.hpp"
 
 namespace moesim {
 

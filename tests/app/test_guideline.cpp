@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "app/guideline.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace moesim {

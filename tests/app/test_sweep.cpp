@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/sweep.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace moesim {

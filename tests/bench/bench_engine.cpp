@@ -4,9 +4,9 @@
 
 #include "app/scenario.hpp"
 #include "hardware/cost_model.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "sim/plan_executor.hpp"
-#include "sim/rng.hpp"
+#include "core/rng.hpp"
 #include "sim/simulator.hpp"
 
 namespace moesim {

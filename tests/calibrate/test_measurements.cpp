@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "calibrate/measurements.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim::calibration {
 namespace {

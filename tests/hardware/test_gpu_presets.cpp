@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "hardware/gpu_spec.hpp"
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 

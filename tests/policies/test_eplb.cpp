@@ -14,7 +14,7 @@
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "models/model_spec.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "policies/eplb.hpp"
 #include "policies/expert_parallel.hpp"
 #include "policies/expert_copies.hpp"

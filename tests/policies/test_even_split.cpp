@@ -11,8 +11,8 @@
 #include "app/scenario.hpp"
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"
-#include "policies/batch_planner.hpp"
-#include "policies/memory.hpp"
+#include "serving/batch_planner.hpp"
+#include "serving/memory.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {

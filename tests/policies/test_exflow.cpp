@@ -10,7 +10,7 @@
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "models/model_spec.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "policies/exflow.hpp"
 #include "tests/support/policy_fixtures.hpp"
 

@@ -14,8 +14,8 @@
 #include "hardware/cost_model.hpp"
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"
-#include "policies/batch_planner.hpp"
-#include "policies/memory.hpp"
+#include "serving/batch_planner.hpp"
+#include "serving/memory.hpp"
 #include "sim/plan_executor.hpp"
 #include "tests/support/policy_fixtures.hpp"
 

@@ -11,7 +11,7 @@
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "policies/harmoeny.hpp"
 #include "tests/support/policy_fixtures.hpp"
 

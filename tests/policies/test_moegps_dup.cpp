@@ -13,8 +13,8 @@
 #include "app/scenario.hpp"
 #include "models/model_spec.hpp"
 #include "models/routing.hpp"
-#include "policies/batch_planner.hpp"
-#include "policies/memory.hpp"
+#include "serving/batch_planner.hpp"
+#include "serving/memory.hpp"
 #include "policies/moegps_dup.hpp"
 #include "tests/support/policy_fixtures.hpp"
 

@@ -11,8 +11,8 @@
 #include "app/scenario.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
-#include "policies/batch_planner.hpp"
-#include "policies/memory.hpp"
+#include "serving/batch_planner.hpp"
+#include "serving/memory.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {

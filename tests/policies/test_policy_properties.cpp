@@ -12,7 +12,7 @@
 
 #include "hardware/cost_model.hpp"
 #include "models/model_spec.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "sim/plan_executor.hpp"
 #include "tests/support/policy_fixtures.hpp"
 

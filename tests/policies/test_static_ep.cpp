@@ -6,7 +6,7 @@
 
 #include "hardware/collectives.hpp"
 #include "models/model_spec.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "policies/expert_parallel.hpp"
 #include "sim/plan_executor.hpp"
 #include "tests/support/policy_fixtures.hpp"

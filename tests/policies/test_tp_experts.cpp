@@ -12,7 +12,7 @@
 #include "app/scenario.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {

@@ -12,7 +12,7 @@
 
 #include "hardware/cost_model.hpp"
 #include "models/routing.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 #include "policies/policy.hpp"
 #include "predictors/estimates.hpp"
 #include "predictors/forecast.hpp"

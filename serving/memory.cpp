@@ -1,9 +1,9 @@
-#include "policies/memory.hpp"
+#include "serving/memory.hpp"
 
 #include <sstream>
 
 #include "models/operators.hpp"
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 
 namespace moesim {
 

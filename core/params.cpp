@@ -1,4 +1,4 @@
-#include "sim/params.hpp"
+#include "core/params.hpp"
 
 #include <cmath>
 #include <sstream>

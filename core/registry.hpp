@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 

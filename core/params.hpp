@@ -9,7 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 

@@ -1,4 +1,4 @@
-#include "sim/diagnostics.hpp"
+#include "core/diagnostics.hpp"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "policies/batch_planner.hpp"
+#include "serving/batch_planner.hpp"
 
 #include <stdexcept>
 
