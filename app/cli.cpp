@@ -1,6 +1,11 @@
 #include "app/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,12 +32,31 @@ void write_atomically(const fs::path& path, const std::string& text) {
 
 namespace {
 
+/// A serving run's progress on stderr (simulated time, requests finished), redrawn at most every
+/// 100 ms of wall time; only when stderr is a terminal and the run is not quiet.
+ServingProgress serving_progress_line(bool enabled, std::shared_ptr<bool> drawn) {
+  if (!enabled) return {};
+  using Clock = std::chrono::steady_clock;
+  auto last = std::make_shared<Clock::time_point>(Clock::now());
+  return [last, drawn](double sim_s, std::int64_t finished, std::int64_t total) {
+    const auto now = Clock::now();
+    if (finished != total && now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
+    *drawn = true;
+    std::fprintf(stderr, "\rserving: simulated %.2f s, %lld/%lld requests finished   ", sim_s, static_cast<long long>(finished),
+                 static_cast<long long>(total));
+    std::fflush(stderr);
+  };
+}
+
 int cmd_run(const std::string& file, const std::vector<std::string>& sets, const std::string& out_opt, bool quiet) {
   const Scenario s = load_scenario(file, sets);
   check_scenario_fits(s);
   const fs::path out = out_opt.empty() ? fs::path("results") / s.name : fs::path(out_opt);
   fs::create_directories(out);
-  const nlohmann::json result = run_scenario(s, out.string());
+  auto drawn = std::make_shared<bool>(false);
+  const nlohmann::json result = run_scenario(s, out.string(), serving_progress_line(!quiet && isatty(STDERR_FILENO) == 1, drawn));
+  if (*drawn) std::fprintf(stderr, "\n");
   write_atomically(out / "result.json", result.dump(2) + "\n");
   YAML::Emitter em;
   em << s.resolved;
@@ -66,7 +90,7 @@ int run_cli(int argc, char** argv) {
   run->add_option("file", file, "scenario YAML")->required();
   run->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
   run->add_option("--out", out, "output directory (default results/<scenario name>/)");
-  run->add_flag("-q,--quiet", quiet, "do not print the summary table");
+  run->add_flag("-q,--quiet", quiet, "do not print the summary table or the progress line");
 
   auto* validate = app.add_subcommand("validate", "check a scenario; print every problem as file:line:col");
   validate->add_option("file", file, "scenario YAML")->required();

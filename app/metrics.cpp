@@ -104,11 +104,12 @@ nlohmann::json gpu_time_json(const std::vector<GpuTime>& per_gpu, Tick makespan)
   return {{"per_gpu_ms", gpus}, {"mean_fraction", mean}};
 }
 
-nlohmann::json distribution_summary(std::vector<double> v) {
+nlohmann::json distribution_summary(std::vector<double> v, bool with_p90) {
   nlohmann::json j;
   if (v.empty()) {
     j["mean"] = 0.0;
     j["p50"] = 0.0;
+    if (with_p90) j["p90"] = 0.0;
     j["p99"] = 0.0;
     return j;
   }
@@ -119,6 +120,7 @@ nlohmann::json distribution_summary(std::vector<double> v) {
   };
   j["mean"] = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   j["p50"] = rank(0.50);
+  if (with_p90) j["p90"] = rank(0.90);
   j["p99"] = rank(0.99);
   return j;
 }
@@ -153,6 +155,18 @@ void throughput_stats(const std::vector<BatchMetrics>& batches, nlohmann::json& 
 }
 
 }  // namespace
+
+void TrafficBytes::add(const Task& t, const Cluster& cluster) {
+  if (t.kind != TaskKind::kTransfer || t.src == t.dst) return;
+  const int G = cluster.num_gpus();
+  if (t.src >= G || t.dst >= G) host_to_device += t.bytes;
+  else if (cluster.node_of_endpoint(t.src) != cluster.node_of_endpoint(t.dst)) inter_node += t.bytes;
+  else intra_node += t.bytes;
+}
+
+nlohmann::json TrafficBytes::to_json() const {
+  return {{"intra_node", intra_node}, {"inter_node", inter_node}, {"host_to_device", host_to_device}};
+}
 
 double BatchMetrics::throughput_tokens_per_s() const {
   const double secs = ticks_to_seconds(duration);
@@ -199,12 +213,7 @@ void MetricsCollector::add_batch(int batch, const BatchPlan& plan, const std::ve
     if (t.kind == TaskKind::kCompute) {
       if (t.phase == Phase::kRouter) is_moe[t.layer] = 1;
     } else if (t.kind == TaskKind::kTransfer) {
-      const bool host = t.src >= G || t.dst >= G;
-      if (t.src != t.dst) {
-        if (host) bytes_h2d_ += t.bytes;
-        else if (cluster_.node_of_endpoint(t.src) != cluster_.node_of_endpoint(t.dst)) bytes_inter_ += t.bytes;
-        else bytes_intra_ += t.bytes;
-      }
+      bytes_.add(t, cluster_);
       if ((t.phase == Phase::kDispatch || t.phase == Phase::kCombine) && t.layer >= 0) {
         const int slot = t.layer * 2 + (t.phase == Phase::kCombine ? 1 : 0);
         a2a_begin[slot] = std::min(a2a_begin[slot], tm.start);
@@ -289,7 +298,7 @@ nlohmann::json MetricsCollector::summary() const {
   m["gpu_idle_fraction"] = {{"mean", mean_of(idle)}, {"per_gpu", idle}};
   m["gpu_time_breakdown"] = gpu_time_json(gpu_time_, total_time_);
   m["alltoall_ms"] = distribution_summary(alltoall_ms_)["mean"];
-  m["bytes"] = {{"intra_node", bytes_intra_}, {"inter_node", bytes_inter_}, {"host_to_device", bytes_h2d_}};
+  m["bytes"] = bytes_.to_json();
   m["load"] = {{"skewness", mean_of(skewness_)},
                {"skewness_max", max_of(skewness_)},
                {"gpu_max_over_mean", mean_of(gpu_imbalance_)},

@@ -42,6 +42,16 @@ std::vector<GpuTime> gpu_time_breakdown(const TaskGraph& plan, const std::vector
 /// waiting}], mean_fraction: {same keys, each a share of `makespan` averaged over GPUs}}.
 nlohmann::json gpu_time_json(const std::vector<GpuTime>& per_gpu, Tick makespan);
 
+/// Bytes moved between endpoints, by class (result.json's `bytes`).
+struct TrafficBytes {
+  double intra_node = 0.0;
+  double inter_node = 0.0;
+  double host_to_device = 0.0;  ///< either direction between a GPU and host memory
+  /// Counts a transfer task (others are ignored): host traffic, else by the endpoints' nodes.
+  void add(const Task& t, const Cluster& cluster);
+  nlohmann::json to_json() const;
+};
+
 // --- per batch and per run ----------------------------------------------------------------------
 
 /// One batch's observations: an element of result.json's `per_batch`. Layer-level values are
@@ -94,11 +104,11 @@ class MetricsCollector {
   Tick total_time_ = 0;
   std::int64_t tokens_ = 0;
   std::int64_t dropped_ = 0;
-  double bytes_intra_ = 0.0, bytes_inter_ = 0.0, bytes_h2d_ = 0.0;
+  TrafficBytes bytes_;
   std::vector<double> memory_;
 };
 
-/// {mean, p50, p99} of `v` (nearest-rank percentiles); zeros when empty.
-nlohmann::json distribution_summary(std::vector<double> v);
+/// {mean, p50, p99} of `v` (nearest-rank percentiles; p90 too when asked); zeros when empty.
+nlohmann::json distribution_summary(std::vector<double> v, bool with_p90 = false);
 
 }  // namespace moesim

@@ -6,6 +6,9 @@
 #include <optional>
 
 #include "app/metrics.hpp"
+#include "app/run_context.hpp"
+#include "app/serving_metrics.hpp"
+#include "app/serving_run.hpp"
 #include "sim/chrome_trace.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
@@ -16,77 +19,11 @@
 
 namespace moesim {
 
-namespace {
-
-void check_fits(const MemoryEstimate& e, const Cluster& c, const PolicyEntry& entry) {
-  const std::vector<double> total = e.total();
-  for (std::size_t g = 0; g < total.size(); ++g) {
-    if (total[g] <= c.spec().gpu.memory_bytes) continue;
-    throw InputError(entry.where,
-                     "policy '" + entry.label + "': the model does not fit in GPU memory: GPU " + std::to_string(g) +
-                         " needs " + gigabytes(total[g]) + " (weights " + gigabytes(e.weights[g]) + ", KV cache " +
-                         gigabytes(e.kv_cache[g]) + ", activations " + gigabytes(e.activations[g]) + ") but has " +
-                         gigabytes(c.spec().gpu.memory_bytes) + " (" + c.spec().gpu.name + ")");
-  }
-}
-
-// A plug-in's own problems (e.g. a policy's replicas that cannot be spread evenly, a trained
-// predictor's unreadable trace) are located at its scenario entry.
-template <typename F>
-void at_entry(const PluginEntry& entry, F&& setup) {
-  try {
-    setup();
-  } catch (const InputError& e) {
-    std::vector<Diagnostic> located;
-    for (auto d : e.diagnostics()) {
-      if (d.where.file.empty()) d.where = entry.where;
-      located.push_back(std::move(d));
-    }
-    throw InputError(std::move(located));
-  }
-}
-
-// Profiling batches (PolicyContext::profile_routing) come from a stream of their own, so that
-// a profiled placement never sees the routing it will be measured on.
-constexpr std::uint64_t kProfileStream = 0x9F0F11EULL;
-
-std::unique_ptr<RoutingModel> make_routing(const Scenario& s) {
-  return routing_models().get(s.routing.kind).value.make(s.routing.params, routing_context(s), s.routing.where);
-}
-
-PolicyContext policy_context(const Scenario& s, const Cluster& cluster, const RoutingModel& routing) {
-  PolicyContext ctx{s.model, cluster, s.workload};
-  ctx.profile_routing = [&s, &routing](int i, int moe_layer) {
-    Rng rng = Rng::derive(s.seed, kProfileStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
-    return routing.route(-(i + 1), moe_layer, s.workload.tokens_per_batch(), rng);
-  };
-  return ctx;
-}
-
-// A predictor's offline training window (PredictorContext::training_routing) is drawn from a
-// stream of its own, apart from both the simulated batches and the policies' profiling window, so
-// an estimate is never scored on the data it was fit on (MoE-GPS §3.2.1 splits train and test).
-// Training batches use routing batch indices -1000000, -1000001, ...: to a per-batch routing
-// model (e.g. `fluctuating`, or token ids in `token-conditioned`) they are offline batches of
-// the same traffic, distinct from the simulated batches and from the profiling window (-1, -2, ...).
-constexpr std::uint64_t kTrainingStream = 0x7EA1D47AULL;
-// Per (batch, MoE layer) streams of the predictors' own draws (which selections an
-// accuracy-parameterised predictor gets right): independent of the routing draws, and the same
-// for every policy, so policies are compared on identical forecasts.
-constexpr std::uint64_t kPredictorStream = 0x93ED1C7ULL;
-
-PredictorContext predictor_context(const Scenario& s, const Cluster& cluster, const RoutingModel& routing) {
-  PredictorContext ctx{s.model, s.workload, cluster.num_gpus()};
-  ctx.training_routing = [&s, &routing](int i, int moe_layer) {
-    Rng rng = Rng::derive(s.seed, kTrainingStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
-    return routing.route(-(1000000 + i), moe_layer, s.workload.tokens_per_batch(), rng);
-  };
-  return ctx;
-}
-
-}  // namespace
-
 void check_scenario_fits(const Scenario& s) {
+  if (s.workload_kind == WorkloadKind::kServing) {
+    check_serving_fits(s);
+    return;
+  }
   const Cluster cluster(s.hardware);
   const auto routing = make_routing(s);
   const PolicyContext ctx = policy_context(s, cluster, *routing);
@@ -212,10 +149,23 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
 
 }  // namespace
 
-nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir) {
+nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir, const ServingProgress& progress) {
   nlohmann::json result;
   result["scenario"] = yaml_to_json(s.resolved);
   result["runs"] = nlohmann::json::array();
+  if (s.workload_kind == WorkloadKind::kServing) {
+    std::string csv;
+    for (const auto& entry : s.policies)
+      for (const auto& pred : s.predictors) result["runs"].push_back(run_serving(s, entry, pred, trace_dir, csv, progress));
+    if (!trace_dir.empty()) {
+      const std::filesystem::path file = std::filesystem::path(trace_dir) / "requests.csv";
+      std::ofstream out(file);
+      out << requests_csv_header() << csv;
+      if (!out.flush()) throw std::runtime_error("cannot write " + file.string());
+      result["requests_csv"] = "requests.csv";
+    }
+    return result;
+  }
   for (const auto& entry : s.policies)
     for (const auto& pred : s.predictors) result["runs"].push_back(run_one(s, entry, pred, trace_dir));
   return result;

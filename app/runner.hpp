@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/scenario.hpp"
+#include "app/serving_run.hpp"
 #include "serving/memory.hpp"
 
 namespace moesim {
@@ -19,7 +20,9 @@ void check_scenario_fits(const Scenario& s);
 /// Chrome trace per run there (trace-<label>.json, or trace-<label>-<predictor label>.json when
 /// the scenario has several predictors). Returns {"scenario": resolved, "runs": [{policy, label,
 /// predictor, predictor_label, metrics[, trace]}, ...]}, policies outermost.
-nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir = {});
+/// A serving scenario writes requests.csv (every run's requests) into `trace_dir` when it is not
+/// empty, and reports its progress to `progress`.
+nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir = {}, const ServingProgress& progress = {});
 
 /// The resolved YAML scenario as JSON (numbers and booleans typed).
 nlohmann::json yaml_to_json(const YAML::Node& node);

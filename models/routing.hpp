@@ -42,6 +42,12 @@ inline std::int64_t token_position(std::int64_t token, std::int64_t seq_len) {
   return seq_len > 0 ? token % seq_len : token;
 }
 
+/// A token of a serving step: the request (sequence) it belongs to and its position there.
+struct TokenRef {
+  std::int64_t sequence = 0;
+  std::int64_t position = 0;
+};
+
 /// What a routing model needs to know about the model and workload.
 struct RoutingContext {
   int experts = 0;
@@ -67,6 +73,12 @@ class RoutingModel {
   /// probabilities min(1, k·p_i) (renormalised), so each token gets k distinct experts and
   /// expert shares match p whenever k·p_i <= 1.
   virtual LayerRouting route(int batch, int moe_layer, std::int64_t tokens, Rng& rng) const;
+  /// Routes a serving step's tokens, knowing which request and position each token is. Models
+  /// without token identities ignore them (the default: route(step, layer, tokens.size(), rng));
+  /// `token-conditioned` keeps a request's token ids across its steps.
+  virtual LayerRouting route_tokens(int step, int moe_layer, const std::vector<TokenRef>& tokens, Rng& rng) const {
+    return route(step, moe_layer, static_cast<std::int64_t>(tokens.size()), rng);
+  }
 
  protected:
   explicit RoutingModel(RoutingContext ctx) : ctx_(std::move(ctx)) {}

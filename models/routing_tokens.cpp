@@ -23,6 +23,8 @@ namespace {
 constexpr std::uint64_t kTokenIdStream = 0x70CE11D5ULL;
 constexpr std::uint64_t kIdPreferenceStream = 0x1DF00DULL;
 constexpr std::uint64_t kPositionPreferenceStream = 0x905F00DULL;
+// Serving: a request's token ids are keyed by (request, position).
+constexpr std::uint64_t kRequestTokenIdStream = 0x5E0D1D5ULL;
 // The heaviest items get their preferred sets one by one against the shares still owed (see
 // preferred_sets); the rest are light enough to be drawn together.
 constexpr std::size_t kExactHead = 1024;
@@ -129,6 +131,31 @@ class TokenConditionedRouting final : public RoutingModel {
   /// Token ids come from the batch's id stream; which source each token follows, and the free
   /// tokens' experts, from `rng` (the (batch, layer) stream).
   LayerRouting route(int batch, int moe_layer, std::int64_t tokens, Rng& rng) const override {
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(tokens));
+    for (std::int64_t t = 0; t < tokens; ++t) positions[static_cast<std::size_t>(t)] = token_position(t, ctx_.seq_len);
+    return route_ids(moe_layer, token_ids(batch, tokens), positions, rng);
+  }
+
+  /// Serving steps: token (request r, position p) has the id drawn from a stream keyed by (r, p)
+  /// alone, so a request keeps its token identities across steps (and after a preemption).
+  LayerRouting route_tokens(int /*step*/, int moe_layer, const std::vector<TokenRef>& tokens, Rng& rng) const override {
+    std::vector<std::int32_t> ids(tokens.size());
+    std::vector<std::int64_t> positions(tokens.size());
+    for (std::size_t t = 0; t < tokens.size(); ++t) {
+      Rng id_rng = Rng::derive(ctx_.seed, kRequestTokenIdStream, static_cast<std::uint64_t>(tokens[t].sequence),
+                               static_cast<std::uint64_t>(tokens[t].position));
+      ids[t] = draw_id(id_rng);
+      positions[t] = ctx_.seq_len > 0 ? tokens[t].position % ctx_.seq_len : tokens[t].position;
+    }
+    return route_ids(moe_layer, std::move(ids), positions, rng);
+  }
+
+ private:
+  /// Routes tokens of the given ids and sequence positions: each follows its id's preferred set
+  /// with probability `affinity`, its position's with `position_affinity`, else draws from p.
+  LayerRouting route_ids(int moe_layer, std::vector<std::int32_t> ids, const std::vector<std::int64_t>& positions,
+                         Rng& rng) const {
+    const auto tokens = static_cast<std::int64_t>(ids.size());
     const int k = ctx_.top_k;
     const std::size_t layer = layer_index(moe_layer);
     LayerRouting r;
@@ -136,7 +163,7 @@ class TokenConditionedRouting final : public RoutingModel {
     r.top_k = k;
     r.num_experts = ctx_.experts;
     r.experts.resize(static_cast<std::size_t>(tokens * k));
-    r.token_ids = token_ids(batch, tokens);
+    r.token_ids = std::move(ids);
     const std::vector<std::uint16_t>* by_id = o_.affinity > 0.0 ? &id_sets(layer) : nullptr;
     const std::vector<std::uint16_t>* by_position = o_.position_affinity > 0.0 ? &position_sets(layer) : nullptr;
 
@@ -148,7 +175,7 @@ class TokenConditionedRouting final : public RoutingModel {
     for (std::int64_t t = 0; t < tokens; ++t) {
       const double u = rng.uniform01();
       if (u < o_.affinity) copy(*by_id, r.token_ids[static_cast<std::size_t>(t)], t);
-      else if (u < o_.affinity + o_.position_affinity) copy(*by_position, token_position(t, ctx_.seq_len), t);
+      else if (u < o_.affinity + o_.position_affinity) copy(*by_position, positions[static_cast<std::size_t>(t)], t);
       else free_tokens.push_back(t);
     }
     if (!free_tokens.empty()) {
@@ -160,7 +187,12 @@ class TokenConditionedRouting final : public RoutingModel {
     return r;
   }
 
- private:
+  /// One Zipf-distributed vocabulary id.
+  std::int32_t draw_id(Rng& rng) const {
+    return static_cast<std::int32_t>(std::upper_bound(zipf_cdf_.begin(), zipf_cdf_.end() - 1, rng.uniform01()) -
+                                     zipf_cdf_.begin());
+  }
+
   std::size_t layer_index(int moe_layer) const {
     const auto n = static_cast<std::int64_t>(layers_);
     return static_cast<std::size_t>(((moe_layer % n) + n) % n);
@@ -171,9 +203,7 @@ class TokenConditionedRouting final : public RoutingModel {
   std::vector<std::int32_t> token_ids(int batch, std::int64_t tokens) const {
     Rng rng = Rng::derive(ctx_.seed, kTokenIdStream, static_cast<std::uint64_t>(static_cast<std::int64_t>(batch)));
     std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
-    for (auto& id : ids)
-      id = static_cast<std::int32_t>(std::upper_bound(zipf_cdf_.begin(), zipf_cdf_.end() - 1, rng.uniform01()) -
-                                     zipf_cdf_.begin());
+    for (auto& id : ids) id = draw_id(rng);
     return ids;
   }
 

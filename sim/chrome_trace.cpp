@@ -128,6 +128,27 @@ void ChromeTrace::add_batch(const TaskGraph& plan, const std::vector<TaskTiming>
   }
 }
 
+void ChromeTrace::add_span(const std::string& process, const std::string& lane_name, std::int64_t lane,
+                           const std::string& name, Tick start, Tick end) {
+  if (start < 0 || end < start) return;
+  auto it = std::find(extra_processes_.begin(), extra_processes_.end(), process);
+  const int pid = num_gpus_ + static_cast<int>(it - extra_processes_.begin());
+  if (it == extra_processes_.end()) {
+    extra_processes_.push_back(process);
+    events_.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", process}}}});
+    events_.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+  }
+  if (named_lanes_.insert({pid, lane}).second)
+    events_.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", lane}, {"args", {{"name", lane_name}}}});
+  events_.push_back({{"ph", "X"},
+                     {"name", name},
+                     {"cat", process},
+                     {"pid", pid},
+                     {"tid", lane},
+                     {"ts", trace_us(start)},
+                     {"dur", trace_dur_us(start, end)}});
+}
+
 void ChromeTrace::write(const std::string& path) const {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write trace " + path);

@@ -5,6 +5,7 @@
 // the metrics' per-GPU time breakdown shares, so that trace lanes and breakdown agree.
 #include <array>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,11 @@ class ChromeTrace {
   explicit ChromeTrace(int num_gpus);
   /// Adds every timed task of a batch's plan. Batches must be added in time order.
   void add_batch(const TaskGraph& plan, const std::vector<TaskTiming>& timing, int batch);
+  /// Adds a slice `name` over [start, end] on lane `lane` (named `lane_name`) of a process of its
+  /// own named `process`, listed after the GPUs (e.g. one lane per request of a serving run).
+  /// Nothing is added when start < 0 or end < start.
+  void add_span(const std::string& process, const std::string& lane_name, std::int64_t lane, const std::string& name,
+                Tick start, Tick end);
   /// Writes the trace; throws std::runtime_error if the file cannot be written.
   void write(const std::string& path) const;
   const nlohmann::json& events() const { return events_; }
@@ -63,6 +69,8 @@ class ChromeTrace {
   void name_thread(int gpu, GpuActivity lane, int row);
 
   int num_gpus_;
+  std::vector<std::string> extra_processes_;  ///< pid num_gpus_ + i
+  std::set<std::pair<int, std::int64_t>> named_lanes_;
   /// row_end_[gpu][lane][row]: when the last slice on that row ends.
   std::vector<std::array<std::vector<Tick>, kGpuActivities>> row_end_;
   nlohmann::json events_ = nlohmann::json::array();

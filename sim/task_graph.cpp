@@ -86,4 +86,17 @@ TaskId TaskGraph::join(Deps deps, Phase phase, int layer) {
   return add(t, deps);
 }
 
+void TaskGraph::remap(const std::vector<int>& gpu_of, const std::vector<int>& endpoint_of) {
+  const auto map = [](const std::vector<int>& m, std::int32_t v) {
+    if (v < 0) return v;
+    if (static_cast<std::size_t>(v) >= m.size()) throw std::logic_error("TaskGraph::remap: id out of range");
+    return static_cast<std::int32_t>(m[static_cast<std::size_t>(v)]);
+  };
+  for (Task& t : tasks_) {
+    t.gpu = map(gpu_of, t.gpu);
+    t.src = map(endpoint_of, t.src);
+    t.dst = map(endpoint_of, t.dst);
+  }
+}
+
 }  // namespace moesim

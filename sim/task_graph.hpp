@@ -66,6 +66,9 @@ class TaskGraph {
   TaskId join(Deps deps, Phase phase = Phase::kOther, int layer = -1);
   /// `task` may not start before `before` has finished.
   void depend(TaskId task, TaskId before);
+  /// Renumbers every task's GPU and transfer endpoints: `gpu_of[g]` for GPU g, `endpoint_of[e]`
+  /// for endpoint e (a plan made for part of a cluster, mapped onto the whole).
+  void remap(const std::vector<int>& gpu_of, const std::vector<int>& endpoint_of);
 
   std::size_t size() const { return tasks_.size(); }
   const Task& task(TaskId id) const { return tasks_[id]; }

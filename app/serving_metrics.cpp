@@ -1,0 +1,148 @@
+#include "app/serving_metrics.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "sim/chrome_trace.hpp"
+
+namespace moesim {
+
+namespace {
+double mean_of(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
+double seconds(Tick t) { return ticks_to_seconds(t); }
+}  // namespace
+
+RequestLatency request_latency(const Request& r) {
+  RequestLatency l;
+  l.ttft_ms = ticks_to_ms(r.first_token - r.arrived);
+  l.e2e_ms = ticks_to_ms(r.finished - r.arrived);
+  l.queue_delay_ms = ticks_to_ms(r.first_scheduled - r.arrived);
+  if (r.spec.output_tokens > 1) {
+    l.tpot_ms = (l.e2e_ms - l.ttft_ms) / static_cast<double>(r.spec.output_tokens - 1);
+    l.has_tpot = true;
+  }
+  return l;
+}
+
+ServingMetrics::ServingMetrics(const Cluster& cluster, std::int64_t warmup_requests)
+    : cluster_(cluster), warmup_(warmup_requests), gpu_time_(static_cast<std::size_t>(cluster.num_gpus())) {}
+
+void ServingMetrics::add_step(const StepRecord& step) {
+  const TaskGraph& g = step.plan->graph;
+  // A pool's steps never overlap, and its GPUs are its own: each GPU's windows are disjoint.
+  const std::vector<GpuTime> t = gpu_time_breakdown(g, *step.timing, cluster_.num_gpus(), step.start, step.end);
+  for (std::size_t gpu = 0; gpu < t.size(); ++gpu) {
+    GpuTime busy = t[gpu];
+    busy.waiting = 0;  // waiting is what the run's length leaves, computed in the summary
+    gpu_time_[gpu] += busy;
+  }
+  for (const Task& task : g.tasks()) bytes_.add(task, cluster_);
+  for (const MoeLayerOutput& moe : step.plan->moe) {
+    dropped_ += moe.tokens_dropped;
+    const double total = std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), 0.0);
+    const double mx = static_cast<double>(*std::max_element(moe.gpu_tokens.begin(), moe.gpu_tokens.end()));
+    if (total > 0) gpu_imbalance_.push_back(mx / (total / static_cast<double>(moe.gpu_tokens.size())));
+  }
+  skewness_.insert(skewness_.end(), step.skewness.begin(), step.skewness.end());
+  const double ms = ticks_to_ms(step.end - step.start);
+  step_ms_.push_back(ms);
+  if (step.prefill_tokens == 0) decode_step_ms_.push_back(ms);
+  prefill_tokens_ += step.prefill_tokens;
+  decode_tokens_ += step.decode_tokens;
+  ++steps_;
+}
+
+void ServingMetrics::add_transfer(const TaskGraph& graph) {
+  for (const Task& task : graph.tasks()) bytes_.add(task, cluster_);
+}
+
+nlohmann::json ServingMetrics::summary(const ServingEngine& engine, const SchedulerConfig& config) const {
+  std::vector<double> ttft, itl, tpot, e2e, queue;
+  Tick first_arrival = kTickMax, last_arrival = 0, last_finish = 0;
+  std::int64_t measured = 0, out_tokens = 0, in_tokens = 0, good = 0;
+  for (const Request& r : engine.requests()) {
+    if (r.spec.id < warmup_) continue;
+    const RequestLatency l = request_latency(r);
+    ++measured;
+    ttft.push_back(l.ttft_ms);
+    e2e.push_back(l.e2e_ms);
+    queue.push_back(l.queue_delay_ms);
+    if (l.has_tpot) tpot.push_back(l.tpot_ms);
+    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+    out_tokens += r.spec.output_tokens;
+    in_tokens += r.spec.prompt_tokens;
+    first_arrival = std::min(first_arrival, r.arrived);
+    last_arrival = std::max(last_arrival, r.arrived);
+    last_finish = std::max(last_finish, r.finished);
+    const bool ttft_ok = !config.slo_ttft_ms || l.ttft_ms <= *config.slo_ttft_ms;
+    const bool tpot_ok = !config.slo_tpot_ms || !l.has_tpot || l.tpot_ms <= *config.slo_tpot_ms;
+    if (ttft_ok && tpot_ok) ++good;
+  }
+  // The measurement window: from the first measured arrival to the last measured completion.
+  const double window = measured > 0 ? seconds(last_finish - first_arrival) : 0.0;
+  const auto per_s = [&](double v) { return window > 0 ? v / window : 0.0; };
+  nlohmann::json m;
+  m["ttft_ms"] = distribution_summary(ttft, true);
+  m["itl_ms"] = distribution_summary(itl, true);
+  m["tpot_ms"] = distribution_summary(tpot, true);
+  m["e2e_ms"] = distribution_summary(e2e, true);
+  m["queue_delay_ms"] = distribution_summary(queue, true);
+  m["throughput_tokens_per_s"] = per_s(static_cast<double>(out_tokens));
+  m["input_throughput_tokens_per_s"] = per_s(static_cast<double>(in_tokens));
+  m["requests_completed"] = measured;
+  m["request_rate_per_s"] = per_s(static_cast<double>(measured));
+  // What arrived: measured requests over the span of their arrivals (n − 1 gaps).
+  m["offered_rate_per_s"] =
+      measured > 1 && last_arrival > first_arrival ? static_cast<double>(measured - 1) / seconds(last_arrival - first_arrival) : 0.0;
+  if (config.slo_ttft_ms || config.slo_tpot_ms) m["goodput_requests_per_s"] = per_s(static_cast<double>(good));
+  m["preemptions"] = engine.preemptions();
+  m["kv_cache_peak_fraction"] = engine.kv_cache_peak_fraction();
+  m["measurement_window_s"] = window;
+
+  // Per GPU, over the whole run (warm-up included): busy is computing or copying.
+  const Tick makespan = engine.now();
+  std::vector<GpuTime> per_gpu = gpu_time_;
+  std::vector<double> idle;
+  for (GpuTime& t : per_gpu) {
+    t.waiting = std::max<Tick>(0, makespan - (t.compute + t.copy + t.communication + t.scheduling));
+    idle.push_back(makespan > 0 ? 1.0 - static_cast<double>(t.busy()) / static_cast<double>(makespan) : 0.0);
+  }
+  m["gpu_idle_fraction"] = {{"mean", mean_of(idle)}, {"per_gpu", idle}};
+  m["gpu_time_breakdown"] = gpu_time_json(per_gpu, makespan);
+  m["bytes"] = bytes_.to_json();
+  m["load"] = {{"skewness", mean_of(skewness_)},
+               {"skewness_max", max_of(skewness_)},
+               {"gpu_max_over_mean", mean_of(gpu_imbalance_)},
+               {"gpu_max_over_mean_max", max_of(gpu_imbalance_)}};
+  m["tokens_dropped"] = dropped_;
+  m["steps"] = {{"count", steps_},
+                {"step_ms", distribution_summary(step_ms_, true)},
+                {"decode_only_step_ms", distribution_summary(decode_step_ms_, true)},
+                {"prefill_tokens", prefill_tokens_},
+                {"decode_tokens", decode_tokens_}};
+  m["makespan_ms"] = ticks_to_ms(makespan);
+  return m;
+}
+
+std::string requests_csv_header() {
+  return "run,id,warmup,arrived_s,prompt_tokens,output_tokens,pool,gpu,first_scheduled_s,first_token_s,finished_s,"
+         "queue_delay_ms,ttft_ms,tpot_ms,e2e_ms,itl_max_ms,preemptions\n";
+}
+
+void write_requests_csv(std::ostream& out, const std::string& label, const std::vector<Request>& requests,
+                        std::int64_t warmup_requests) {
+  out.precision(9);
+  for (const Request& r : requests) {
+    const RequestLatency l = request_latency(r);
+    out << label << ',' << r.spec.id << ',' << (r.spec.id < warmup_requests ? 1 : 0) << ',' << seconds(r.arrived) << ','
+        << r.spec.prompt_tokens << ',' << r.spec.output_tokens << ',' << r.pool << ',' << r.gpu << ','
+        << seconds(r.first_scheduled) << ',' << seconds(r.first_token) << ',' << seconds(r.finished) << ','
+        << l.queue_delay_ms << ',' << l.ttft_ms << ',' << l.tpot_ms << ',' << l.e2e_ms << ','
+        << max_of(r.itl_ms) << ',' << r.preemptions << '\n';
+  }
+}
+
+}  // namespace moesim

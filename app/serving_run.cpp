@@ -1,0 +1,154 @@
+#include "app/serving_run.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+
+#include "app/run_context.hpp"
+#include "app/serving_metrics.hpp"
+#include "hardware/cost_model.hpp"
+#include "models/operators.hpp"
+#include "serving/engine.hpp"
+#include "sim/chrome_trace.hpp"
+
+namespace moesim {
+
+namespace {
+
+/// The pools of the scenario's deployment, each with its policy and predictor set up and its
+/// KV cache sized. Problems of a plug-in are located at its entry; a KV cache that cannot hold
+/// the longest request is located at the workload.
+std::vector<ServingPool> make_pools(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
+                                    const PluginEntry& policy, const PluginEntry& predictor) {
+  struct Part {
+    PoolRole role;
+    int first, gpus;
+  };
+  std::vector<Part> parts;
+  if (s.deployment.disaggregated()) {
+    parts.push_back({PoolRole::kPrefill, 0, s.deployment.prefill_gpus});
+    parts.push_back({PoolRole::kDecode, s.deployment.prefill_gpus, s.deployment.decode_gpus});
+  } else {
+    parts.push_back({PoolRole::kColocated, 0, cluster.num_gpus()});
+  }
+  const ModelSpec& m = s.model;
+  const double kv_bytes = static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m);
+  const std::int64_t longest = s.serving_workload.prompt.largest() + s.serving_workload.output.largest();
+  std::vector<ServingPool> pools;
+  for (const Part& part : parts) {
+    ServingPool pool;
+    pool.role = part.role;
+    pool.first_gpu = part.first;
+    pool.gpus = part.gpus;
+    pool.view = std::make_unique<Cluster>(pool_spec(s.hardware, part.first, part.gpus));
+    // Profiling and training windows see batches of one mean prompt per GPU.
+    pool.shape = std::make_unique<PrefillWorkload>(s.workload);
+    pool.shape->batch_size = part.gpus;
+    pool.ctx = std::make_unique<PolicyContext>(policy_context(s, *pool.view, routing, pool.shape.get()));
+    pool.policy = policies().get(policy.name).value.make(policy.params);
+    at_entry(policy, [&] { pool.policy->setup(*pool.ctx); });
+    const PredictorContext pctx = predictor_context(s, *pool.view, routing, pool.shape.get());
+    pool.predictor = predictors().get(predictor.name).value.make(predictor.params);
+    at_entry(predictor, [&] { pool.predictor->setup(pctx); });
+    pool.kv_blocks = kv_cache_blocks(pool, s.serving.gpu_memory_utilization, s.serving.max_batched_tokens,
+                                     s.serving.kv_block_tokens, kv_bytes);
+    const std::int64_t need = (longest + s.serving.kv_block_tokens - 1) / s.serving.kv_block_tokens;
+    const auto small = std::min_element(pool.kv_blocks.begin(), pool.kv_blocks.end());
+    if (*small < need) {
+      const auto g = static_cast<int>(small - pool.kv_blocks.begin());
+      const double block_bytes = static_cast<double>(s.serving.kv_block_tokens) * kv_bytes;
+      throw InputError(s.serving_workload_where,
+                       "policy '" + policy.label + "': the KV cache cannot hold even one request: GPU " +
+                           std::to_string(part.first + g) + " (" + pool_role_name(part.role) + " pool) has room for " +
+                           std::to_string(*small) + " blocks (" + gigabytes(static_cast<double>(*small) * block_bytes) +
+                           " after weights and activations) but the longest request (" +
+                           std::to_string(s.serving_workload.prompt.largest()) + " prompt + " +
+                           std::to_string(s.serving_workload.output.largest()) + " output tokens) needs " +
+                           std::to_string(need) + " blocks (" + gigabytes(static_cast<double>(need) * block_bytes) + ")");
+    }
+    pools.push_back(std::move(pool));
+  }
+  return pools;
+}
+
+/// Request lanes beside the GPUs' in the Chrome trace: queued, prefill (to the first token),
+/// decode (to the last).
+void add_request_lanes(ChromeTrace& trace, const std::vector<Request>& requests) {
+  for (const Request& r : requests) {
+    const std::string lane = "request " + std::to_string(r.spec.id);
+    trace.add_span("requests", lane, r.spec.id, "queued", r.arrived, r.first_scheduled);
+    trace.add_span("requests", lane, r.spec.id, "prefill", r.first_scheduled, r.first_token);
+    trace.add_span("requests", lane, r.spec.id, "decode", r.first_token, r.finished);
+  }
+}
+
+}  // namespace
+
+void check_serving_fits(const Scenario& s) {
+  const Cluster cluster(s.hardware);
+  const auto routing = make_routing(s);
+  for (const auto& entry : s.policies) make_pools(s, cluster, *routing, entry, s.predictors.front());
+  for (const auto& pred : s.predictors) make_pools(s, cluster, *routing, s.policies.front(), pred);
+}
+
+nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const PluginEntry& predictor,
+                           const std::string& trace_dir, std::string& requests_csv, const ServingProgress& progress) {
+  const Cluster cluster(s.hardware);
+  const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
+  const auto routing = make_routing(s);
+  std::vector<ServingPool> pools = make_pools(s, cluster, *routing, policy, predictor);
+
+  ServingSetup setup;
+  setup.model = &s.model;
+  setup.cluster = &cluster;
+  setup.cost = &cost;
+  setup.routing = routing.get();
+  setup.scheduler = s.serving;
+  setup.arrival = s.serving_workload.arrival;
+  setup.seed = s.seed;
+  ServingEngine engine(setup, pools, generate_requests(s.serving_workload, s.seed));
+
+  ServingMetrics metrics(cluster, s.serving_workload.warmup_requests);
+  const bool tracing = s.trace && !trace_dir.empty();
+  std::optional<ChromeTrace> trace;
+  if (tracing) trace.emplace(cluster.num_gpus());
+  engine.on_step([&](const StepRecord& step) {
+    metrics.add_step(step);
+    if (tracing) trace->add_batch(step.plan->graph, *step.timing, step.step);
+  });
+  engine.on_transfer([&](const TaskGraph& graph, const std::vector<TaskTiming>& timing) {
+    metrics.add_transfer(graph);
+    if (tracing) trace->add_batch(graph, timing, -1);
+  });
+  if (progress)
+    engine.on_progress([&](Tick now, std::int64_t finished, std::int64_t total) { progress(ticks_to_seconds(now), finished, total); });
+  engine.run();
+
+  const std::string label = policy.label + (s.predictors.size() > 1 ? "-" + predictor.label : "");
+  nlohmann::json run;
+  run["policy"] = policy.name;
+  run["label"] = policy.label;
+  run["predictor"] = predictor.name;
+  run["predictor_label"] = predictor.label;
+  if (const auto acc = pools.front().predictor->held_out_accuracy()) run["predictor_held_out_accuracy"] = *acc;
+  run["metrics"] = metrics.summary(engine, s.serving);
+  run["metrics"]["events"] = engine.events();
+  nlohmann::json kv = nlohmann::json::array();
+  for (const ServingPool& pool : pools)
+    kv.push_back({{"pool", pool_role_name(pool.role)}, {"first_gpu", pool.first_gpu}, {"gpus", pool.gpus},
+                  {"kv_blocks_per_gpu", pool.kv_blocks}});
+  run["metrics"]["pools"] = kv;
+  std::ostringstream csv;
+  write_requests_csv(csv, label, engine.requests(), s.serving_workload.warmup_requests);
+  requests_csv += csv.str();
+  if (tracing) {
+    add_request_lanes(*trace, engine.requests());
+    const std::string file = "trace-" + label + ".json";
+    trace->write((std::filesystem::path(trace_dir) / file).string());
+    run["trace"] = file;
+  }
+  return run;
+}
+
+}  // namespace moesim

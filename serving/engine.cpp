@@ -1,0 +1,276 @@
+#include "serving/engine.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "models/operators.hpp"
+
+namespace moesim {
+
+namespace {
+// Streams of the serving engine's draws, apart from the prefill path's (batch, layer) streams:
+// routing per (pool, step, layer), and the predictors' own draws per (pool, step, layer).
+constexpr std::uint64_t kStepRoutingStream = 0x5E7E0001ULL;
+constexpr std::uint64_t kStepPredictorStream = 0x5E7E0002ULL;
+}  // namespace
+
+/// The simulator, network and executor one serving run owns.
+struct ServingEngine::Engine {
+  Simulator sim;
+  FlowNetwork net{sim};
+  PlanExecutor exec;
+  Engine(const Cluster& cluster, const ComputeCostModel& cost)
+      : exec((cluster.install(net), sim), net, cluster.num_gpus(), engine_hooks(cluster, cost)) {}
+};
+
+/// A pool's schedulers and the step in flight.
+struct ServingEngine::PoolState {
+  std::vector<RankScheduler> ranks;
+  bool busy = false;
+  bool start_pending = false;
+  int next_step = 0;
+  // The step in flight.
+  std::vector<RankStep> rank_steps;
+  std::shared_ptr<StepPlan> plan;
+  std::vector<LayerRouting> routing;
+  std::vector<Forecast> forecasts;
+  Tick started = 0;
+  int step = 0;
+  std::vector<int> gpu_of, endpoint_of;  ///< pool view → cluster (empty: identical)
+};
+
+ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools, std::vector<RequestSpec> requests)
+    : setup_(std::move(setup)), pools_(pools), engine_(std::make_unique<Engine>(*setup_.cluster, *setup_.cost)) {
+  requests_.reserve(requests.size());
+  for (auto& spec : requests) {
+    Request r;
+    r.spec = spec;
+    requests_.push_back(std::move(r));
+  }
+  const Cluster& cluster = *setup_.cluster;
+  for (const ServingPool& pool : pools_) {
+    auto st = std::make_unique<PoolState>();
+    for (int g = 0; g < pool.gpus; ++g)
+      st->ranks.emplace_back(setup_.scheduler, PagedKvCache(pool.kv_blocks[static_cast<std::size_t>(g)], setup_.scheduler.kv_block_tokens));
+    if (pool.gpus != cluster.num_gpus()) {
+      for (int g = 0; g < pool.gpus; ++g) st->gpu_of.push_back(pool.first_gpu + g);
+      for (int e = 0; e < pool.view->num_endpoints(); ++e) st->endpoint_of.push_back(pool.global_endpoint(e, cluster));
+    }
+    state_.push_back(std::move(st));
+  }
+}
+
+ServingEngine::~ServingEngine() = default;
+
+Tick ServingEngine::now() const { return engine_->sim.now(); }
+std::uint64_t ServingEngine::events() const { return engine_->sim.events_run(); }
+
+double ServingEngine::kv_cache_peak_fraction() const {
+  double peak = 0.0;
+  for (const auto& st : state_)
+    for (const RankScheduler& r : st->ranks)
+      if (r.cache().total_blocks() > 0)
+        peak = std::max(peak, static_cast<double>(r.cache().peak_used_blocks()) / static_cast<double>(r.cache().total_blocks()));
+  return peak;
+}
+
+void ServingEngine::run() {
+  Simulator& sim = engine_->sim;
+  if (setup_.arrival.process == ArrivalSpec::Process::kClosed) {
+    const std::size_t clients = std::min<std::size_t>(static_cast<std::size_t>(setup_.arrival.clients), requests_.size());
+    for (std::size_t i = 0; i < clients; ++i) sim.at(0, [this, i] { arrive(i); });
+    next_closed_ = clients;
+  } else {
+    for (std::size_t i = 0; i < requests_.size(); ++i) sim.at(requests_[i].spec.arrival, [this, i] { arrive(i); });
+  }
+  sim.run();
+  if (finished_ != static_cast<std::int64_t>(requests_.size()))
+    throw std::logic_error("serving stalled: " + std::to_string(static_cast<std::int64_t>(requests_.size()) - finished_) +
+                           " requests never finished");
+}
+
+int ServingEngine::least_loaded_rank(const PoolState& p) const {
+  int best = 0;
+  for (int g = 1; g < static_cast<int>(p.ranks.size()); ++g)
+    if (p.ranks[static_cast<std::size_t>(g)].outstanding() < p.ranks[static_cast<std::size_t>(best)].outstanding()) best = g;
+  return best;
+}
+
+// A new request goes to the first pool (the only one, or the prefill pool), on the rank with the
+// fewest requests (SGLang's data-parallel attention router balances by load).
+void ServingEngine::arrive(std::size_t index) {
+  Request& r = requests_[index];
+  r.arrived = now();
+  r.pool = 0;
+  r.rank = least_loaded_rank(*state_[0]);
+  r.gpu = pools_[0].first_gpu + r.rank;
+  r.prefill_target = r.spec.prompt_tokens;
+  r.prefill_only = pools_[0].role == PoolRole::kPrefill && r.spec.output_tokens > 1;
+  state_[0]->ranks[static_cast<std::size_t>(r.rank)].enqueue(&r);
+  request_step(0);
+}
+
+// Steps start after every other event of the tick (arrivals, completions), so simultaneous
+// arrivals share a step.
+void ServingEngine::request_step(int pool) {
+  PoolState& p = *state_[static_cast<std::size_t>(pool)];
+  if (p.busy || p.start_pending) return;
+  p.start_pending = true;
+  engine_->sim.at(now(), [this, pool] {
+    state_[static_cast<std::size_t>(pool)]->start_pending = false;
+    start_step(pool);
+  }, EventPriority::kStart);
+}
+
+void ServingEngine::start_step(int pool) {
+  PoolState& p = *state_[static_cast<std::size_t>(pool)];
+  ServingPool& sp = pools_[static_cast<std::size_t>(pool)];
+  if (p.busy) return;
+  const ModelSpec& m = *setup_.model;
+  const double kv_bytes = static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m);
+  p.rank_steps.clear();
+  StepShape shape;
+  shape.seqs.resize(static_cast<std::size_t>(sp.gpus));
+  shape.swap_out_bytes.assign(static_cast<std::size_t>(sp.gpus), 0.0);
+  shape.swap_in_bytes.assign(static_cast<std::size_t>(sp.gpus), 0.0);
+  std::vector<TokenRef> tokens;
+  bool any = false;
+  for (int g = 0; g < sp.gpus; ++g) {
+    RankStep rs = p.ranks[static_cast<std::size_t>(g)].schedule(now());
+    preemptions_ += rs.preemptions;
+    shape.swap_out_bytes[static_cast<std::size_t>(g)] = static_cast<double>(rs.swap_out_tokens) * kv_bytes;
+    shape.swap_in_bytes[static_cast<std::size_t>(g)] = static_cast<double>(rs.swap_in_tokens) * kv_bytes;
+    for (const ScheduledChunk& c : rs.chunks) {
+      shape.seqs[static_cast<std::size_t>(g)].push_back(SeqChunk{c.new_tokens, c.context});
+      for (std::int64_t j = 0; j < c.new_tokens; ++j) tokens.push_back(TokenRef{c.request->spec.id, c.context + j});
+    }
+    any = any || !rs.chunks.empty();
+    p.rank_steps.push_back(std::move(rs));
+  }
+  if (!any) return;  // idle until an arrival or a KV hand-over
+
+  p.step = p.next_step++;
+  p.started = now();
+  const int moe_layers = m.num_moe_layers();
+  const auto ustep = static_cast<std::uint64_t>(p.step);
+  p.routing.clear();
+  p.forecasts.clear();
+  for (int l = 0; l < moe_layers; ++l) {
+    Rng rng = Rng::derive(setup_.seed, kStepRoutingStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
+    p.routing.push_back(setup_.routing->route_tokens(p.step, l, tokens, rng));
+  }
+  for (int l = 0; l < moe_layers; ++l) {
+    Rng rng = Rng::derive(setup_.seed, kStepPredictorStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
+    p.forecasts.push_back(sp.predictor->forecast(p.step, l, p.routing[static_cast<std::size_t>(l)], rng));
+  }
+  p.plan = std::make_shared<StepPlan>(plan_step(*sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts));
+  if (!p.gpu_of.empty()) p.plan->graph.remap(p.gpu_of, p.endpoint_of);
+  p.busy = true;
+  ++steps_;
+  engine_->exec.submit(std::shared_ptr<const TaskGraph>(p.plan, &p.plan->graph),
+                       [this, pool](GraphId, std::vector<TaskTiming>&& timing) { finish_step(pool, std::move(timing)); });
+}
+
+void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {
+  PoolState& p = *state_[static_cast<std::size_t>(pool)];
+  ServingPool& sp = pools_[static_cast<std::size_t>(pool)];
+  StepRecord rec;
+  rec.pool = pool;
+  rec.step = p.step;
+  rec.start = p.started;
+  rec.end = now();
+  for (const RankStep& rs : p.rank_steps) {
+    rec.preemptions += rs.preemptions;
+    for (const ScheduledChunk& c : rs.chunks)
+      (c.request->prefilling() ? rec.prefill_tokens : rec.decode_tokens) += c.new_tokens;
+  }
+  for (const LayerRouting& r : p.routing) rec.skewness.push_back(r.skewness());
+  rec.forecasts = &p.forecasts;
+  rec.plan = p.plan.get();
+  rec.timing = &timing;
+  if (step_observer_) step_observer_(rec);
+  for (int l = 0; l < static_cast<int>(p.routing.size()); ++l) sp.predictor->observe(p.step, l, p.routing[static_cast<std::size_t>(l)]);
+
+  p.busy = false;
+  for (std::size_t g = 0; g < p.rank_steps.size(); ++g)
+    for (Request* r : p.ranks[g].complete(p.rank_steps[g])) produced_token(pool, *r);
+  p.rank_steps.clear();
+  if (!awaiting_transfer_.empty()) try_transfers();
+  request_step(pool);
+  if (progress_) progress_(now(), finished_, static_cast<std::int64_t>(requests_.size()));
+}
+
+void ServingEngine::produced_token(int pool, Request& r) {
+  if (r.prefill_only && pools_[static_cast<std::size_t>(pool)].role == PoolRole::kPrefill) {
+    // The first token exists on the prefill GPU; the user sees it once the KV cache has moved.
+    r.state = RequestState::kTransferring;
+    awaiting_transfer_.push_back(&r);
+    return;
+  }
+  if (r.first_token < 0) r.first_token = now();
+  else r.itl_ms.push_back(ticks_to_ms(now() - r.last_token));
+  r.last_token = now();
+  if (r.done()) finish_request(r);
+}
+
+// Prefilled requests move, oldest first, to the decode GPU with the fewest requests among those
+// with room for their KV cache; the blocks are reserved before the transfer starts.
+void ServingEngine::try_transfers() {
+  const int decode = static_cast<int>(pools_.size()) - 1;
+  PoolState& d = *state_[static_cast<std::size_t>(decode)];
+  while (!awaiting_transfer_.empty()) {
+    Request& r = *awaiting_transfer_.front();
+    int best = -1;
+    for (int g = 0; g < static_cast<int>(d.ranks.size()); ++g) {
+      const RankScheduler& rank = d.ranks[static_cast<std::size_t>(g)];
+      if (!rank.cache().can_grow(r.spec.id, r.computed + 1)) continue;
+      if (best < 0 || rank.outstanding() < d.ranks[static_cast<std::size_t>(best)].outstanding()) best = g;
+    }
+    if (best < 0) return;  // retried when a decode request finishes
+    awaiting_transfer_.erase(awaiting_transfer_.begin());
+    d.ranks[static_cast<std::size_t>(best)].cache().grow(r.spec.id, r.computed);
+    hand_over_to(r, decode, best);
+  }
+}
+
+void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
+  const ServingPool& from = pools_[static_cast<std::size_t>(r.pool)];
+  const ServingPool& to = pools_[static_cast<std::size_t>(decode)];
+  const Cluster& cluster = *setup_.cluster;
+  const ModelSpec& m = *setup_.model;
+  const double bytes = static_cast<double>(r.computed) * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m);
+  const int src = cluster.gpu_endpoint(from.first_gpu + r.rank);
+  const int dst = cluster.gpu_endpoint(to.first_gpu + rank);
+  auto graph = std::make_shared<TaskGraph>();
+  graph->transfer(src, dst, bytes, Phase::kOther, -1, {}, from.first_gpu + r.rank);
+  engine_->exec.submit(graph, [this, &r, decode, rank, graph](GraphId, std::vector<TaskTiming>&& timing) {
+    if (transfer_observer_) transfer_observer_(*graph, timing);
+    const int prefill_pool = r.pool;
+    state_[static_cast<std::size_t>(prefill_pool)]->ranks[static_cast<std::size_t>(r.rank)].retire(&r);
+    r.pool = decode;
+    r.rank = rank;
+    r.gpu = pools_[static_cast<std::size_t>(decode)].first_gpu + rank;
+    r.prefill_only = false;
+    r.first_token = now();
+    r.last_token = now();
+    state_[static_cast<std::size_t>(decode)]->ranks[static_cast<std::size_t>(rank)].enqueue(&r);
+    request_step(decode);
+    request_step(prefill_pool);  // its blocks are free again
+  });
+}
+
+void ServingEngine::finish_request(Request& r) {
+  state_[static_cast<std::size_t>(r.pool)]->ranks[static_cast<std::size_t>(r.rank)].retire(&r);
+  r.state = RequestState::kFinished;
+  r.finished = now();
+  ++finished_;
+  if (setup_.arrival.process == ArrivalSpec::Process::kClosed && next_closed_ < requests_.size()) {
+    const std::size_t i = next_closed_++;
+    engine_->sim.at(now() + seconds_to_ticks(setup_.arrival.think_s), [this, i] { arrive(i); });
+  }
+  if (!awaiting_transfer_.empty()) try_transfers();
+  request_step(r.pool);
+}
+
+}  // namespace moesim

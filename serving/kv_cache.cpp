@@ -1,0 +1,39 @@
+#include "serving/kv_cache.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace moesim {
+
+PagedKvCache::PagedKvCache(std::int64_t blocks, std::int64_t block_tokens) : total_(blocks), block_tokens_(block_tokens) {
+  if (blocks < 0 || block_tokens < 1) throw std::logic_error("PagedKvCache: blocks >= 0 and block_tokens >= 1 expected");
+}
+
+std::int64_t PagedKvCache::held_blocks(std::int64_t id) const {
+  const auto it = held_.find(id);
+  return it == held_.end() ? 0 : it->second;
+}
+
+std::int64_t PagedKvCache::extra_blocks(std::int64_t id, std::int64_t tokens) const {
+  return std::max<std::int64_t>(0, blocks_for(tokens) - held_blocks(id));
+}
+
+bool PagedKvCache::grow(std::int64_t id, std::int64_t tokens) {
+  const std::int64_t extra = extra_blocks(id, tokens);
+  if (extra > free_blocks()) return false;
+  if (extra > 0) {
+    held_[id] += extra;
+    used_ += extra;
+    peak_ = std::max(peak_, used_);
+  }
+  return true;
+}
+
+void PagedKvCache::release(std::int64_t id) {
+  const auto it = held_.find(id);
+  if (it == held_.end()) return;
+  used_ -= it->second;
+  held_.erase(it);
+}
+
+}  // namespace moesim

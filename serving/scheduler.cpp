@@ -1,0 +1,140 @@
+#include "serving/scheduler.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace moesim {
+
+std::int64_t RankStep::new_tokens() const {
+  std::int64_t n = 0;
+  for (const auto& c : chunks) n += c.new_tokens;
+  return n;
+}
+
+RankScheduler::RankScheduler(const SchedulerConfig& config, PagedKvCache cache)
+    : config_(config), cache_(std::move(cache)) {}
+
+void RankScheduler::enqueue(Request* r) {
+  if (r->state != RequestState::kSwapped) r->state = RequestState::kWaiting;
+  waiting_.push_back(r);
+}
+
+RankStep RankScheduler::schedule(Tick now) {
+  RankStep step;
+  std::int64_t budget = config_.max_batched_tokens;
+  schedule_running(step, budget);
+  admit_waiting(step, budget, now);
+  return step;
+}
+
+namespace {
+/// Tokens of prefill a request may run this step: the rest of its prompt, cut to the budget when
+/// chunked prefill is on, and nothing when it is off and the rest does not fit (vLLM without
+/// chunking schedules whole prompts only).
+std::int64_t prefill_chunk(const Request& r, std::int64_t budget, bool chunked) {
+  const std::int64_t rest = r.prefill_target - r.computed;
+  if (chunked) return std::min(rest, budget);
+  return rest <= budget ? rest : 0;
+}
+}  // namespace
+
+// Running requests keep their place: decodes and the rest of chunked prompts, in admission order
+// (vLLM V1 schedules running requests before waiting ones). A request that needs a block when
+// none is free preempts the newest running request, itself if it is the newest.
+void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget) {
+  for (std::size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    if (r->state != RequestState::kRunning) {  // handed over to the decode pool, KV in flight
+      ++i;
+      continue;
+    }
+    const std::int64_t n = r->prefilling() ? prefill_chunk(*r, budget, config_.chunked_prefill) : 1;
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    bool self_preempted = false;
+    while (!cache_.can_grow(r->spec.id, r->computed + n)) {
+      const Request* victim = preempt_newest(step, r);
+      if (victim == r) {
+        self_preempted = true;
+        break;
+      }
+      if (!victim) throw std::logic_error("KV cache: a lone request does not fit (validation should have caught it)");
+    }
+    if (self_preempted) continue;  // running_[i] is now the next request
+    cache_.grow(r->spec.id, r->computed + n);
+    step.chunks.push_back({r, n, r->computed});
+    budget -= n;
+    ++i;
+  }
+}
+
+// Waiting requests in order (preempted ones first), while the sequence limit, the budget and the
+// free blocks allow; the first that does not fit stops admission (FCFS, as vLLM).
+void RankScheduler::admit_waiting(RankStep& step, std::int64_t& budget, Tick now) {
+  while (!waiting_.empty() && budget > 0 && static_cast<std::int64_t>(running_.size()) < config_.max_num_seqs) {
+    Request* r = waiting_.front();
+    const bool swapped = r->state == RequestState::kSwapped;
+    const std::int64_t n = r->prefilling() ? prefill_chunk(*r, budget, config_.chunked_prefill) : 1;
+    if (n <= 0 || !cache_.grow(r->spec.id, r->computed + n)) break;
+    if (swapped) step.swap_in_tokens += r->computed;
+    waiting_.pop_front();
+    r->state = RequestState::kRunning;
+    r->admitted_order = admissions_++;
+    if (r->first_scheduled < 0) r->first_scheduled = now;
+    running_.push_back(r);
+    step.chunks.push_back({r, n, r->computed});
+    budget -= n;
+  }
+}
+
+Request* RankScheduler::preempt_newest(RankStep& step, const Request* self) {
+  // The newest running request that is not in flight to another pool.
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    Request* victim = *it;
+    if (victim->state != RequestState::kRunning) continue;
+    if (victim != self && std::any_of(step.chunks.begin(), step.chunks.end(),
+                                      [&](const ScheduledChunk& c) { return c.request == victim; }))
+      return nullptr;  // everything newer is already in this step: nothing left to take
+    running_.erase(std::next(it).base());
+    ++victim->preemptions;
+    ++step.preemptions;
+    // Swap keeps a decoding request's KV in host memory; a request still prefilling is recomputed
+    // (vLLM swaps only sequences past their prompt).
+    if (config_.preemption == Preemption::kSwap && !victim->prefilling() && victim->computed > 0) {
+      step.swap_out_tokens += victim->computed;
+      victim->state = RequestState::kSwapped;
+    } else {
+      victim->computed = 0;
+      victim->prefill_target = victim->spec.prompt_tokens + victim->generated;
+      victim->state = RequestState::kWaiting;
+    }
+    cache_.release(victim->spec.id);
+    waiting_.push_front(victim);
+    return victim;
+  }
+  return nullptr;
+}
+
+std::vector<Request*> RankScheduler::complete(const RankStep& step) {
+  std::vector<Request*> produced;
+  for (const ScheduledChunk& c : step.chunks) {
+    Request* r = c.request;
+    r->computed += c.new_tokens;
+    if (r->prefilling()) continue;  // a chunk of a prompt: no token yet
+    ++r->generated;
+    produced.push_back(r);
+  }
+  return produced;
+}
+
+void RankScheduler::retire(Request* r) {
+  const auto it = std::find(running_.begin(), running_.end(), r);
+  if (it != running_.end()) running_.erase(it);
+  const auto w = std::find(waiting_.begin(), waiting_.end(), r);
+  if (w != waiting_.end()) waiting_.erase(w);
+  cache_.release(r->spec.id);
+}
+
+}  // namespace moesim
