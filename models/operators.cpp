@@ -1,5 +1,6 @@
-// Per-layer operator lists for prefill, with FLOPs and HBM bytes from their shapes. GEMMs come
-// from make_gemm / make_grouped_gemm; norms, activations and residual adds are elementwise.
+// Per-layer operator lists for prefill and serving steps, with FLOPs and HBM bytes from their
+// shapes. GEMMs come from make_gemm / make_grouped_gemm; norms, activations and residual adds are
+// elementwise; attention cores are priced by (query tokens, KV length) per sequence.
 #include "models/operators.hpp"
 
 #include <algorithm>
@@ -9,14 +10,99 @@ namespace {
 
 double d(std::int64_t v) { return static_cast<double>(v); }
 
-/// Query-key pairs one sequence of `len` tokens attends over. Causal: position p sees
-/// min(p+1, W) keys, W the window (unbounded when 0). Bidirectional (encoders): each token sees
-/// min(len, W) keys.
-double attention_pairs(std::int64_t len, std::int64_t window, bool causal) {
-  const std::int64_t w = window > 0 ? std::min(window, len) : len;
-  if (!causal) return d(len) * d(w);
-  // sum_{p<w} (p+1) + (len - w)·w
-  return d(w) * d(w + 1) / 2.0 + d(len - w) * d(w);
+/// sum_{p=1}^{n} min(p, W): keys seen by causal queries at positions 0..n-1 (W unbounded when 0).
+double causal_prefix_pairs(std::int64_t n, std::int64_t window) {
+  const std::int64_t w = window > 0 ? std::min(window, n) : n;
+  // sum_{p<=w} p + (n - w)·w
+  return d(w) * d(w + 1) / 2.0 + d(n - w) * d(w);
+}
+
+/// Query-key pairs of one chunk: causal query j (position context + j) sees min(context+j+1, W)
+/// keys, so the chunk's pairs are a difference of prefix sums — chunking a prompt conserves them.
+/// Bidirectional (encoders): each new token sees min(context + new, W) keys.
+double chunk_pairs(const SeqChunk& c, std::int64_t window, bool causal) {
+  const std::int64_t len = c.context + c.new_tokens;
+  if (!causal) return d(c.new_tokens) * d(window > 0 ? std::min(window, len) : len);
+  return causal_prefix_pairs(len, window) - causal_prefix_pairs(c.context, window);
+}
+
+
+/// One fused attention core's totals over the chunks it serves.
+struct CoreTotals {
+  std::int64_t sequences = 0;
+  std::int64_t max_new = 0;       ///< most query tokens of one sequence
+  std::int64_t max_keys = 0;      ///< most keys one query sees
+  std::int64_t new_tokens = 0;    ///< query tokens (Q read, O written, own K/V counted once)
+  std::int64_t cached_read = 0;   ///< cached positions read, once per sequence
+  double pairs = 0.0;
+
+  /// Adds one chunk (fields non-negative, new_tokens > 0).
+  void add(const SeqChunk& c, const AttentionSpec& a) {
+    const std::int64_t len = c.context + c.new_tokens;
+    ++sequences;
+    max_new = std::max(max_new, c.new_tokens);
+    max_keys = std::max(max_keys, a.window > 0 ? std::min(a.window, len) : len);
+    new_tokens += c.new_tokens;
+    // Causal queries at context..len-1 see keys from max(0, context - W + 1) on: at most W - 1
+    // cached positions. Bidirectional ones see at most W keys, all of which may be cached.
+    const std::int64_t reach = a.causal ? a.window - 1 : a.window;
+    cached_read += a.window > 0 ? std::min(c.context, std::max<std::int64_t>(reach, 0)) : c.context;
+    pairs += chunk_pairs(c, a.window, a.causal);
+  }
+};
+
+/// Splits a step's chunks between the core kernels: MLA's absorbed chunks into `latent`, all
+/// others into `full`. Negative fields count as 0; chunks without new tokens are dropped.
+void split_chunks(std::span<const SeqChunk> seqs, const AttentionSpec& a, CoreTotals& full, CoreTotals& latent) {
+  for (const SeqChunk& raw : seqs) {
+    const SeqChunk c{std::max<std::int64_t>(raw.new_tokens, 0), std::max<std::int64_t>(raw.context, 0)};
+    if (c.new_tokens == 0) continue;
+    (a.kind == AttentionKind::kMla && mla_absorbed(c) ? latent : full).add(c, a);
+  }
+}
+
+/// The fused core over `t`: 2·heads·pairs·(qk_dim + v_dim) FLOPs; HBM bytes are Q read and O
+/// written per query token and `kv_elems` per attended position (cached or new), read once per
+/// sequence (flash-attention / paged attention: scores never reach HBM).
+Op attention_core(const char* name, const CoreTotals& t, int heads, std::int64_t qk_dim, std::int64_t v_dim,
+                  double kv_elems, DType dt) {
+  Op core;
+  core.kind = OpKind::kAttention;
+  core.name = name;
+  core.dtype = dt;
+  core.m = t.max_new;
+  core.n = t.max_keys;
+  core.k = qk_dim;
+  core.batch = t.sequences * heads;
+  core.flops = 2.0 * d(heads) * t.pairs * d(qk_dim + v_dim);
+  core.bytes = dtype_bytes(dt) * (d(t.new_tokens) * (d(heads) * d(qk_dim) + d(heads) * d(v_dim)) +
+                                  d(t.new_tokens + t.cached_read) * kv_elems);
+  return core;
+}
+
+/// MLA's ops after the shared projections (DeepSeek-V2 §2.1.2). Decompressed chunks: kv_b over
+/// their new tokens and the cached latents they attend, then multi-head attention with
+/// qk = nope + rope dims and v_head_dim values. Absorbed chunks: W^UK folded into the query
+/// (per-head q_nope·W^UK, a GEMM batched over heads), attention over the latent cache (queries
+/// and keys of kv_lora_rank + rope dims, values of kv_lora_rank, one cached copy shared by all
+/// heads, like MQA), then W^UV applied to the per-head latent output.
+void append_mla_core(std::vector<Op>& ops, const ModelSpec& m, const CoreTotals& full, const CoreTotals& latent) {
+  const AttentionSpec& a = m.attention;
+  const DType dt = m.dtype;
+  if (full.sequences > 0) {
+    const std::int64_t qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    ops.push_back(make_gemm("attn.kv_b", full.new_tokens + full.cached_read,
+                            a.heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, dt));
+    ops.push_back(attention_core("attn.core", full, a.heads, qk_dim, a.v_head_dim,
+                                 d(a.heads) * d(qk_dim + a.v_head_dim), dt));
+  }
+  if (latent.sequences > 0) {
+    const std::int64_t rows = latent.new_tokens;
+    ops.push_back(make_gemm("attn.q_absorb", rows, a.kv_lora_rank, a.qk_nope_head_dim, dt, a.heads));
+    ops.push_back(attention_core("attn.core_latent", latent, a.heads, a.kv_lora_rank + a.qk_rope_head_dim,
+                                 a.kv_lora_rank, d(a.kv_lora_rank + a.qk_rope_head_dim), dt));
+    ops.push_back(make_gemm("attn.v_absorb", rows, a.v_head_dim, a.kv_lora_rank, dt, a.heads));
+  }
 }
 
 /// Up projection, activation and down projection of a dense FFN of width `ffn` over `rows`
@@ -32,22 +118,26 @@ void append_ffn(std::vector<Op>& ops, const ModelSpec& m, std::int64_t rows, std
 
 }  // namespace
 
-std::vector<Op> attention_ops(const ModelSpec& m, std::int64_t sequences, std::int64_t seq_len) {
+bool mla_absorbed(const SeqChunk& c) {
+  return c.context > 0 && c.new_tokens > 0 && c.new_tokens <= kMlaAbsorbedMaxNewTokens;
+}
+
+std::vector<Op> attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs) {
   const AttentionSpec& a = m.attention;
-  const std::int64_t tokens = sequences * seq_len;
   const DType dt = m.dtype;
+  CoreTotals full, latent;
+  split_chunks(seqs, a, full, latent);
+  const std::int64_t tokens = full.new_tokens + latent.new_tokens;
+  if (tokens == 0) return {};
   std::vector<Op> ops;
   ops.push_back(make_elementwise("attn.norm", d(tokens) * d(m.hidden), dt));
 
-  // Per-head dims of queries/keys and values, and heads whose K/V the core reads.
-  std::int64_t qk_dim = a.head_dim, v_dim = a.head_dim, kv_heads = a.kv_heads;
+  std::int64_t v_dim = a.head_dim;
   if (a.kind == AttentionKind::kMla) {
-    // DeepSeek-V2 §2.1.2: prefill decompresses the latent into per-head K and V (kv_b), so the
-    // core runs as multi-head attention with qk = nope + rope dims and v_head_dim values.
-    qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    // Queries (through the q latent when q_lora_rank > 0) and the compressed KV latent plus the
+    // shared rope key, over the step's new tokens whichever form each chunk then takes.
     v_dim = a.v_head_dim;
-    kv_heads = a.heads;
-    const std::int64_t q_cols = a.heads * qk_dim;
+    const std::int64_t q_cols = a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim);
     if (a.q_lora_rank > 0) {
       ops.push_back(make_gemm("attn.q_a", tokens, a.q_lora_rank, m.hidden, dt));
       ops.push_back(make_elementwise("attn.q_norm", d(tokens) * a.q_lora_rank, dt));
@@ -57,30 +147,23 @@ std::vector<Op> attention_ops(const ModelSpec& m, std::int64_t sequences, std::i
     }
     ops.push_back(make_gemm("attn.kv_a", tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden, dt));
     ops.push_back(make_elementwise("attn.kv_norm", d(tokens) * a.kv_lora_rank, dt));
-    ops.push_back(make_gemm("attn.kv_b", tokens, a.heads * (a.qk_nope_head_dim + v_dim), a.kv_lora_rank, dt));
+    append_mla_core(ops, m, full, latent);
   } else {
     ops.push_back(make_gemm("attn.qkv", tokens, (a.heads + 2 * a.kv_heads) * a.head_dim, m.hidden, dt));
+    // One varlen kernel over every chunk (prefill and decode alike, as in chunked prefill).
+    ops.push_back(attention_core("attn.core", full, a.heads, a.head_dim, a.head_dim,
+                                 d(a.kv_heads) * d(2 * a.head_dim), dt));
   }
-
-  // Score (QK^T) and value (PV) products over the attended pairs, flash-attention style: the
-  // score matrix stays on chip, so HBM sees Q, K, V read once and O written once.
-  const double pairs = attention_pairs(seq_len, a.window, a.causal);
-  Op core;
-  core.kind = OpKind::kAttention;
-  core.name = "attn.core";
-  core.dtype = dt;
-  core.m = seq_len;
-  core.n = a.window > 0 ? std::min(a.window, seq_len) : seq_len;
-  core.k = qk_dim;
-  core.batch = sequences * a.heads;
-  core.flops = 2.0 * d(sequences) * a.heads * pairs * d(qk_dim + v_dim);
-  core.bytes = dtype_bytes(dt) * d(tokens) *
-               (d(a.heads) * d(qk_dim) + d(kv_heads) * d(qk_dim + v_dim) + d(a.heads) * d(v_dim));
-  ops.push_back(core);
 
   ops.push_back(make_gemm("attn.out", tokens, m.hidden, a.heads * v_dim, dt));
   ops.push_back(make_elementwise("attn.residual", d(tokens) * d(m.hidden), dt));
   return ops;
+}
+
+std::vector<Op> attention_ops(const ModelSpec& m, std::int64_t sequences, std::int64_t seq_len) {
+  if (sequences <= 0 || seq_len <= 0) return {};
+  const std::vector<SeqChunk> seqs(static_cast<std::size_t>(sequences), SeqChunk{seq_len, 0});
+  return attention_step_ops(m, seqs);
 }
 
 std::vector<Op> router_ops(const ModelSpec& m, std::int64_t tokens) {
@@ -155,5 +238,7 @@ double kv_cache_bytes_per_token_layer(const ModelSpec& m) {
   if (a.kind == AttentionKind::kMla) return d(a.kv_lora_rank + a.qk_rope_head_dim) * dtype_bytes(m.dtype);
   return 2.0 * a.kv_heads * a.head_dim * dtype_bytes(m.dtype);
 }
+
+double kv_cache_bytes_per_token(const ModelSpec& m) { return d(m.layers) * kv_cache_bytes_per_token_layer(m); }
 
 }  // namespace moesim

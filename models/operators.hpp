@@ -2,6 +2,7 @@
 // Per-layer operator lists with FLOPs and bytes. Policies assemble these into tasks; cost models
 // price them. Nothing here computes a time.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "models/model_spec.hpp"
@@ -9,9 +10,51 @@
 
 namespace moesim {
 
-/// Prefill attention for `sequences` sequences of `seq_len` tokens on one GPU: input norm,
-/// QKV (or MLA) projections, score/softmax/value (window- and causality-aware), output
-/// projection, residual add.
+/// One sequence's part of a serving step: `new_tokens` query tokens that attend to the `context`
+/// tokens already cached plus themselves (causally). Prefill of a whole prompt: {prompt, 0}; a
+/// decode step: {1, tokens so far}; a chunk of chunked prefill: {chunk, prefilled so far}.
+struct SeqChunk {
+  std::int64_t new_tokens = 0;
+  std::int64_t context = 0;
+};
+
+/// Most new tokens a chunk with cached context may have and still run MLA in the absorbed form
+/// (vLLM's default decode threshold: one query token; speculative decoding would raise it).
+inline constexpr std::int64_t kMlaAbsorbedMaxNewTokens = 1;
+
+/// Which form MLA (DeepSeek-V2 §2.1.2) runs a chunk in; a pure function of the chunk. True: the
+/// weight-absorbed form (W^UK folded into the query, W^UV into the output), attending in the
+/// latent space over the cached latent, which is how decode kernels (FlashMLA, vLLM/SGLang MLA
+/// decode) run: chosen when the chunk has cached context (context > 0) and at most
+/// kMlaAbsorbedMaxNewTokens new tokens. False: the latent of the new tokens and of the cached
+/// positions they attend is decompressed into per-head K and V (kv_b) and the core runs as
+/// multi-head attention, as prefill does.
+bool mla_absorbed(const SeqChunk& c);
+
+/// Attention of one serving step on one GPU over `seqs` (prefill chunks and decode tokens may be
+/// mixed, as in chunked prefill): norm, projections over the step's new tokens, one fused
+/// attention core (varlen flash-attention / paged decode attention) and the output projection,
+/// residual add. Chunks with new_tokens <= 0 contribute nothing; no new tokens: no ops.
+///
+/// Core ("attn.core", kAttention): query token j of a chunk (position context + j) sees
+/// min(context + j + 1, W) keys when causal (W = window, unbounded when 0), min(context + new, W)
+/// when not (encoders); FLOPs = 2 · heads · pairs · (qk_dim + v_dim). HBM bytes, flash-attention
+/// style (the score matrix stays on chip): Q read and O written for the new tokens, plus K and V
+/// (kv_heads of them: GQA/MQA read fewer) of every position a sequence attends, once per
+/// sequence — the cached positions read from the KV cache (at most W - 1 of them under a window)
+/// and the new tokens' own K/V, counted once as they are written. Decode thus reads the whole
+/// cache for one query token: memory-bound. m = most new tokens of a sequence, n = most keys one
+/// query sees, k = qk_dim, batch = sequences · heads (shape only; cost models use flops/bytes).
+///
+/// MLA: chunks that are not absorbed (see mla_absorbed) go through kv_b (over their new tokens
+/// and the cached positions they attend) and "attn.core"; absorbed chunks go through
+/// "attn.q_absorb" (per-head q_nope · W^UK), "attn.core_latent" (MQA-like over the cached
+/// latent of kv_lora_rank + qk_rope_head_dim per position, one copy shared by all heads) and
+/// "attn.v_absorb" (per-head latent output · W^UV), before the shared "attn.out".
+std::vector<Op> attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs);
+
+/// Prefill attention for `sequences` sequences of `seq_len` tokens on one GPU: the step
+/// attention_step_ops(m, `sequences` copies of {seq_len, 0}); empty when either is <= 0.
 std::vector<Op> attention_ops(const ModelSpec& m, std::int64_t sequences, std::int64_t seq_len);
 /// Post-attention norm and router/gate GEMM with softmax/top-k over `tokens` tokens.
 std::vector<Op> router_ops(const ModelSpec& m, std::int64_t tokens);
@@ -35,5 +78,7 @@ std::vector<Op> combine_ops(const ModelSpec& m, std::int64_t tokens);
 double token_bytes(const ModelSpec& m);
 /// KV-cache bytes per token per layer (MLA caches the compressed latent).
 double kv_cache_bytes_per_token_layer(const ModelSpec& m);
+/// KV-cache bytes of one token over all layers (layers × kv_cache_bytes_per_token_layer).
+double kv_cache_bytes_per_token(const ModelSpec& m);
 
 }  // namespace moesim
