@@ -33,7 +33,7 @@ std::vector<ServingPool> make_pools(const Scenario& s, const Cluster& cluster, c
     parts.push_back({PoolRole::kColocated, 0, cluster.num_gpus()});
   }
   const ModelSpec& m = s.model;
-  const double kv_bytes = static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m);
+  const double kv_bytes = kv_cache_bytes_per_token(m);
   const std::int64_t longest = s.serving_workload.prompt.largest() + s.serving_workload.output.largest();
   std::vector<ServingPool> pools;
   for (const Part& part : parts) {

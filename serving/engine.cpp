@@ -128,7 +128,7 @@ void ServingEngine::start_step(int pool) {
   ServingPool& sp = pools_[static_cast<std::size_t>(pool)];
   if (p.busy) return;
   const ModelSpec& m = *setup_.model;
-  const double kv_bytes = static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m);
+  const double kv_bytes = kv_cache_bytes_per_token(m);
   p.rank_steps.clear();
   StepShape shape;
   shape.seqs.resize(static_cast<std::size_t>(sp.gpus));
@@ -239,7 +239,7 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
   const ServingPool& to = pools_[static_cast<std::size_t>(decode)];
   const Cluster& cluster = *setup_.cluster;
   const ModelSpec& m = *setup_.model;
-  const double bytes = static_cast<double>(r.computed) * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m);
+  const double bytes = static_cast<double>(r.computed) * kv_cache_bytes_per_token(m);
   const int src = cluster.gpu_endpoint(from.first_gpu + r.rank);
   const int dst = cluster.gpu_endpoint(to.first_gpu + rank);
   auto graph = std::make_shared<TaskGraph>();

@@ -1,0 +1,154 @@
+// The continuous-batching scheduler and the paged KV cache: admission under the token budget,
+// the sequence limit and the free blocks; chunked prefill; decode after prefill; preemption of
+// the newest request (recompute and swap). Closed forms on hand-sized cases.
+#include <gtest/gtest.h>
+
+#include "serving/scheduler.hpp"
+
+namespace moesim {
+
+namespace {
+
+Request make_request(std::int64_t id, std::int64_t prompt, std::int64_t output) {
+  Request r;
+  r.spec = RequestSpec{id, 0, prompt, output};
+  r.prefill_target = prompt;
+  return r;
+}
+
+SchedulerConfig config(std::int64_t budget, std::int64_t max_seqs = 256, bool chunked = true,
+                       Preemption p = Preemption::kRecompute) {
+  SchedulerConfig c;
+  c.max_batched_tokens = budget;
+  c.max_num_seqs = max_seqs;
+  c.chunked_prefill = chunked;
+  c.kv_block_tokens = 16;
+  c.preemption = p;
+  return c;
+}
+
+}  // namespace
+
+TEST(PagedKvCache, BlocksGrowAndRelease) {
+  PagedKvCache kv(10, 16);
+  EXPECT_EQ(kv.blocks_for(1), 1);
+  EXPECT_EQ(kv.blocks_for(16), 1);
+  EXPECT_EQ(kv.blocks_for(17), 2);
+  EXPECT_TRUE(kv.grow(7, 33));  // 3 blocks
+  EXPECT_EQ(kv.used_blocks(), 3);
+  EXPECT_TRUE(kv.grow(7, 48));  // still 3
+  EXPECT_EQ(kv.used_blocks(), 3);
+  EXPECT_FALSE(kv.grow(8, 16 * 8));  // 8 > 7 free: refused, nothing changes
+  EXPECT_EQ(kv.used_blocks(), 3);
+  EXPECT_TRUE(kv.grow(8, 16 * 7));
+  EXPECT_EQ(kv.free_blocks(), 0);
+  kv.release(7);
+  EXPECT_EQ(kv.used_blocks(), 7);
+  EXPECT_EQ(kv.peak_used_blocks(), 10);
+}
+
+TEST(RankScheduler, ChunkedPrefillThenDecode) {
+  RankScheduler s(config(64), PagedKvCache(100, 16));
+  Request r = make_request(0, 100, 3);
+  s.enqueue(&r);
+  RankStep a = s.schedule(5);
+  ASSERT_EQ(a.chunks.size(), 1u);
+  EXPECT_EQ(a.chunks[0].new_tokens, 64);
+  EXPECT_EQ(a.chunks[0].context, 0);
+  EXPECT_EQ(r.first_scheduled, 5);
+  EXPECT_TRUE(s.complete(a).empty());  // a chunk of the prompt: no token yet
+  RankStep b = s.schedule(6);
+  ASSERT_EQ(b.chunks.size(), 1u);
+  EXPECT_EQ(b.chunks[0].new_tokens, 36);
+  EXPECT_EQ(b.chunks[0].context, 64);
+  EXPECT_EQ(s.complete(b).size(), 1u);  // the prompt is done: the first token
+  EXPECT_EQ(r.generated, 1);
+  RankStep c = s.schedule(7);
+  ASSERT_EQ(c.chunks.size(), 1u);
+  EXPECT_EQ(c.chunks[0].new_tokens, 1);
+  EXPECT_EQ(c.chunks[0].context, 100);
+  s.complete(c);
+  EXPECT_EQ(r.generated, 2);
+  EXPECT_EQ(r.computed, 101);
+  EXPECT_EQ(s.cache().used_blocks(), 7);  // 101 tokens
+}
+
+TEST(RankScheduler, WithoutChunkingAPromptWaitsForRoomInTheBudget) {
+  RankScheduler s(config(100, 256, false), PagedKvCache(100, 16));
+  Request a = make_request(0, 60, 2), b = make_request(1, 60, 2);
+  s.enqueue(&a);
+  s.enqueue(&b);
+  RankStep st = s.schedule(0);
+  ASSERT_EQ(st.chunks.size(), 1u);  // 60 + 60 > 100: b waits whole
+  EXPECT_EQ(st.chunks[0].request, &a);
+  s.complete(st);
+  RankStep next = s.schedule(1);
+  ASSERT_EQ(next.chunks.size(), 2u);  // a's decode token, then b's whole prompt
+  EXPECT_EQ(next.chunks[0].new_tokens, 1);
+  EXPECT_EQ(next.chunks[1].new_tokens, 60);
+}
+
+TEST(RankScheduler, SequenceLimitBoundsTheRunningSet) {
+  RankScheduler s(config(1000, 2), PagedKvCache(100, 16));
+  std::vector<Request> rs;
+  for (int i = 0; i < 3; ++i) rs.push_back(make_request(i, 10, 5));
+  for (auto& r : rs) s.enqueue(&r);
+  const RankStep st = s.schedule(0);
+  EXPECT_EQ(st.chunks.size(), 2u);
+  EXPECT_EQ(s.running(), 2u);
+  EXPECT_EQ(s.outstanding(), 3u);
+}
+
+TEST(RankScheduler, RecomputePreemptsTheNewestRequest) {
+  // 4 blocks of 16: two prompts of 32 tokens fill the cache; the first decode token needs a
+  // fifth block, so the newer request is preempted and must be prefilled again.
+  RankScheduler s(config(1000), PagedKvCache(4, 16));
+  Request a = make_request(0, 32, 10), b = make_request(1, 32, 10);
+  s.enqueue(&a);
+  s.enqueue(&b);
+  s.complete(s.schedule(0));
+  EXPECT_EQ(s.cache().free_blocks(), 0);
+  const RankStep st = s.schedule(1);
+  EXPECT_EQ(st.preemptions, 1);
+  ASSERT_EQ(st.chunks.size(), 1u);
+  EXPECT_EQ(st.chunks[0].request, &a);
+  EXPECT_EQ(b.state, RequestState::kWaiting);
+  EXPECT_EQ(b.computed, 0);
+  EXPECT_EQ(b.prefill_target, 33);  // prompt + the token it had generated
+  EXPECT_EQ(b.preemptions, 1);
+  EXPECT_EQ(s.cache().used_blocks(), 3);  // a holds 33 tokens
+}
+
+TEST(RankScheduler, SwapKeepsTheCacheAndBringsItBack) {
+  RankScheduler s(config(1000, 256, true, Preemption::kSwap), PagedKvCache(4, 16));
+  Request a = make_request(0, 32, 2), b = make_request(1, 32, 10);
+  s.enqueue(&a);
+  s.enqueue(&b);
+  s.complete(s.schedule(0));
+  const RankStep st = s.schedule(1);
+  EXPECT_EQ(st.swap_out_tokens, 32);
+  EXPECT_EQ(b.state, RequestState::kSwapped);
+  EXPECT_EQ(b.computed, 32);  // kept in host memory
+  for (Request* r : s.complete(st))
+    if (r->done()) s.retire(r);  // a finishes with its second token
+  const RankStep back = s.schedule(2);
+  EXPECT_EQ(back.swap_in_tokens, 32);
+  ASSERT_EQ(back.chunks.size(), 1u);
+  EXPECT_EQ(back.chunks[0].new_tokens, 1);
+  EXPECT_EQ(back.chunks[0].context, 32);
+}
+
+TEST(RankScheduler, RunningRequestsComeBeforeAdmissions) {
+  RankScheduler s(config(10), PagedKvCache(100, 16));
+  Request a = make_request(0, 4, 5), b = make_request(1, 30, 5);
+  s.enqueue(&a);
+  s.complete(s.schedule(0));
+  s.enqueue(&b);
+  const RankStep st = s.schedule(1);
+  ASSERT_EQ(st.chunks.size(), 2u);
+  EXPECT_EQ(st.chunks[0].request, &a);  // the decode first
+  EXPECT_EQ(st.chunks[1].new_tokens, 9);  // then b's first chunk fills the budget
+  EXPECT_EQ(st.new_tokens(), 10);
+}
+
+}  // namespace moesim
