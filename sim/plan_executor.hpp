@@ -1,8 +1,11 @@
 #pragma once
-// Executes a TaskGraph on the engine's resources: one compute stream per GPU (tasks serialize in
-// the order they become ready), copy engines per GPU and direction, and the flow network.
+// Executes TaskGraphs on the engine's resources: one compute stream per GPU, copy engines per GPU
+// and direction, and the flow network. Several graphs may be in flight at once (a serving loop
+// submits new work while earlier batches still run); they share every stream and link.
 #include <array>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -19,6 +22,17 @@ struct TaskTiming {
   Tick end = -1;
 };
 
+/// Names one submitted graph; never reused within an executor's lifetime.
+using GraphId = std::uint32_t;
+
+/// A task waiting on a GPU's compute stream.
+struct ReadyTask {
+  GraphId graph;
+  TaskId id;
+  const Task* task;
+  Tick ready;
+};
+
 /// Times plans. Durations of compute come from a cost model, paths from the topology.
 class PlanExecutor {
  public:
@@ -28,33 +42,82 @@ class PlanExecutor {
     /// Links from endpoint src to endpoint dst.
     std::function<const std::vector<LinkId>&(int src, int dst)> route;
   };
+  /// Receives a finished graph's id and its timings (indexed by TaskId).
+  using GraphDone = std::function<void(GraphId, std::vector<TaskTiming>&&)>;
+  /// Picks which waiting task a GPU's compute stream runs next: returns an index into `waiting`
+  /// (ordered by when each became ready, ties by the order they were queued). Default (unset):
+  /// FIFO, index 0. The chooser must not call back into the executor.
+  using StreamChooser = std::function<std::size_t(int gpu, std::span<const ReadyTask> waiting)>;
 
   PlanExecutor(Simulator& sim, FlowNetwork& net, int num_gpus, Hooks hooks);
 
-  /// Runs `plan` from the simulator's current time until every task is done.
-  /// Throws std::logic_error if some task never ran (a dependency that cannot be met).
+  /// Runs `plan` from the simulator's current time until every task is done (draining the
+  /// simulator, so graphs submitted earlier finish too). Throws std::logic_error if some task
+  /// never ran (a dependency that cannot be met).
   std::vector<TaskTiming> run(const TaskGraph& plan);
 
+  /// Starts `plan`'s ready tasks at the simulator's current time and returns at once; the executor
+  /// keeps the graph alive until every task has finished, then calls `on_done` (from inside an
+  /// event, at the tick the last task ended) with the graph's timings. Several graphs may be in
+  /// flight at once; they share the GPUs' compute streams, copy engines and the network.
+  /// An empty graph (or one of joins only) completes at the current tick through an event, never
+  /// inside submit itself, so the caller always holds the id before its callback runs.
+  GraphId submit(std::shared_ptr<const TaskGraph> plan, GraphDone on_done);
+  /// Convenience: the executor takes ownership of `plan`.
+  GraphId submit(TaskGraph&& plan, GraphDone on_done);
+  /// Graphs submitted and not finished.
+  std::size_t in_flight() const { return graphs_.size() - free_slots_.size(); }
+
+  /// Installs the compute streams' scheduling policy (an empty function restores FIFO).
+  void set_compute_chooser(StreamChooser chooser) { chooser_ = std::move(chooser); }
+
  private:
+  /// One graph in flight. Slots are recycled (their vectors keep their capacity) so a steady
+  /// stream of submissions allocates only the timings handed to the caller.
+  struct Graph {
+    std::shared_ptr<const TaskGraph> plan;
+    std::vector<TaskTiming> timing;
+    std::vector<std::uint32_t> pending_deps;
+    std::size_t done = 0;
+    GraphId id = 0;
+    GraphDone on_done;
+    bool starting = false;           ///< roots are being started inside submit
+    bool finished_starting = false;  ///< completed while `starting`: deliver through an event
+  };
+  /// A queued task: its graph's slot and its id (8 bytes, so queues stay compact).
+  struct Entry {
+    std::uint32_t slot;
+    TaskId id;
+  };
+  /// A compute stream or copy engine: runs one task at a time.
   struct Stream {
-    std::vector<TaskId> ready;  ///< FIFO (head index below)
+    std::vector<Entry> ready;  ///< waiting tasks from `head` on, in the order they became ready
     std::size_t head = 0;
     bool busy = false;
+    int gpu = -1;              ///< compute streams: the GPU; copy engines: -1 (never consult the chooser)
   };
-  void on_ready(TaskId id);
-  void finish(TaskId id);
+
+  std::uint32_t start_graph(std::shared_ptr<const TaskGraph> plan, GraphDone on_done, bool defer_sync_completion);
+  void complete(std::uint32_t slot);
+  void deliver(std::uint32_t slot);
+  void release(std::uint32_t slot);
+  void on_ready(std::uint32_t slot, TaskId id);
+  void finish(std::uint32_t slot, TaskId id);
   void kick_stream(Stream& s);
-  void start_transfer(TaskId id);
+  Entry pop_next(Stream& s);
+  void start_transfer(std::uint32_t slot, TaskId id);
+  Stream& stream_of(const Task& t);
 
   Simulator& sim_;
   FlowNetwork& net_;
   Hooks hooks_;
-  const TaskGraph* plan_ = nullptr;
-  std::vector<TaskTiming> timing_;
-  std::vector<std::uint32_t> pending_deps_;
+  StreamChooser chooser_;
+  std::vector<Graph> graphs_;  ///< slot map; a slot is free when its plan is null
+  std::vector<std::uint32_t> free_slots_;
+  GraphId next_id_ = 0;
   std::vector<Stream> compute_;                 ///< per GPU
   std::vector<std::array<Stream, 3>> engines_;  ///< per GPU, per CopyEngine
-  std::size_t done_ = 0;
+  std::vector<ReadyTask> scratch_;              ///< the chooser's view of a stream
 };
 
 }  // namespace moesim
