@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "app/scenario_sections.hpp"
+#include "app/scenario_serving.hpp"
 #include "models/routing.hpp"
 #include "policies/policy.hpp"
 #include "predictors/predictor.hpp"
@@ -81,7 +82,8 @@ SourceLocation loc(const SourceMap& src, const YAML::Node& n, const YAML::Node& 
 
 std::vector<ParamSpec> workload_specs() {
   return {
-      ParamSpec{"kind", ParamType::kString, "prefill", "", "workload kind", {}, {}, {"prefill"}},
+      ParamSpec{"kind", ParamType::kString, "prefill", "", "workload kind (serving: see scenario_serving.hpp)", {}, {},
+                {"prefill", "serving"}},
       ParamSpec{"batch_size", ParamType::kInt, "8", "sequences", "sequences per batch", 1.0, {}, {}},
       ParamSpec{"seq_len", ParamType::kInt, "128", "tokens", "tokens per sequence", 1.0, {}, {}},
       ParamSpec{"batches", ParamType::kInt, "1", "", "batches processed one after another", 1.0, {}, {}},
@@ -230,7 +232,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
       {ParamSpec{"name", ParamType::kString, "scenario", "", "scenario name (results go to results/<name>/)", {}, {}, {}},
        ParamSpec{"description", ParamType::kString, "''", "", "free text", {}, {}, {}},
        ParamSpec{"seed", ParamType::kInt, "1", "", "seed of every random draw", 0.0, {}, {}}},
-      src, diags, {"model", "hardware", "workload", "policy", "predictor", "output"});
+      src, diags, {"model", "hardware", "workload", "serving", "deployment", "policy", "predictor", "output"});
   s.name = top.get_string("name");
   s.seed = static_cast<std::uint64_t>(top.get_int("seed"));
   if (s.name.empty() || s.name.find('/') != std::string::npos || s.name == "." || s.name == "..")
@@ -243,20 +245,34 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   if (!root["model"]) diags.error(s.model_where, "missing required key 'model' (a preset name or a mapping)");
   else s.model = read_model_section(root["model"], src, diags, model_res);
   s.hardware_where = loc(src, root["hardware"], root);
+  const std::size_t errors_before_hardware = diags.items().size();
   if (!root["hardware"]) diags.error(s.hardware_where, "missing required key 'hardware' (a preset name or a mapping)");
   else s.hardware = read_hardware_section(root["hardware"], src, diags, hw_res, base_dir);
+  const bool cluster_ok = diags.items().size() == errors_before_hardware;
 
   const YAML::Node wl = root["workload"];
-  const ParamSet w = read_params(wl, workload_specs(), src, diags, {"routing"});
-  s.workload.batch_size = w.get_int("batch_size");
-  s.workload.seq_len = w.get_int("seq_len");
-  s.workload.batches = w.get_int("batches");
-  s.workload.warmup_batches = w.get_int("warmup_batches");
-  if (s.workload.warmup_batches >= s.workload.batches && wl && wl.IsMap())
-    diags.error(src.locate(wl["warmup_batches"] ? wl["warmup_batches"] : wl),
-                "'warmup_batches' (" + std::to_string(s.workload.warmup_batches) +
-                    ") must be fewer than 'batches' (" + std::to_string(s.workload.batches) + "): nothing would be measured");
-  wl_res = w.to_yaml();
+  const bool serving = wl && wl.IsMap() && wl["kind"] && wl["kind"].IsScalar() && wl["kind"].Scalar() == "serving";
+  YAML::Node serving_res, deployment_res;
+  if (serving) {
+    s.workload_kind = WorkloadKind::kServing;
+    read_serving_sections(root, s, src, diags, cluster_ok, wl_res, serving_res, deployment_res);
+  } else {
+    const ParamSet w = read_params(wl, workload_specs(), src, diags, {"routing"});
+    s.workload.batch_size = w.get_int("batch_size");
+    s.workload.seq_len = w.get_int("seq_len");
+    s.workload.batches = w.get_int("batches");
+    s.workload.warmup_batches = w.get_int("warmup_batches");
+    if (s.workload.warmup_batches >= s.workload.batches && wl && wl.IsMap())
+      diags.error(src.locate(wl["warmup_batches"] ? wl["warmup_batches"] : wl),
+                  "'warmup_batches' (" + std::to_string(s.workload.warmup_batches) +
+                      ") must be fewer than 'batches' (" + std::to_string(s.workload.batches) + "): nothing would be measured");
+    wl_res = w.to_yaml();
+    // `serving:` and `deployment:` configure request-level serving only.
+    for (const auto& kv : root)
+      if (kv.first.IsScalar() && (kv.first.Scalar() == "serving" || kv.first.Scalar() == "deployment"))
+        diags.error(src.locate(kv.first), "'" + kv.first.Scalar() +
+                                              "' is only allowed with workload.kind: serving (this workload is prefill)");
+  }
   read_routing(wl && wl.IsMap() ? wl["routing"] : YAML::Node(), wl ? wl : root, s, src, diags, routing_res);
   wl_res["routing"] = routing_res;
 
@@ -283,6 +299,10 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   res["model"] = model_res;
   res["hardware"] = hw_res;
   res["workload"] = wl_res;
+  if (serving) {
+    res["serving"] = serving_res;
+    res["deployment"] = deployment_res;
+  }
   res["policy"] = pol_res;
   res["predictor"] = pred_res;
   res["output"] = out.to_yaml();

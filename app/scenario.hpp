@@ -12,6 +12,8 @@
 #include "models/routing.hpp"
 #include "models/workload.hpp"
 #include "core/params.hpp"
+#include "serving/config.hpp"
+#include "serving/workload.hpp"
 
 namespace moesim {
 
@@ -36,6 +38,9 @@ struct RoutingChoice {
   SourceLocation where;
 };
 
+/// `workload.kind`: a fixed prefill batch shape, or request-level serving.
+enum class WorkloadKind { kPrefill, kServing };
+
 /// A fully validated scenario.
 struct Scenario {
   std::string file;
@@ -46,8 +51,21 @@ struct Scenario {
   SourceLocation model_where;
   ClusterSpec hardware;
   SourceLocation hardware_where;
+  WorkloadKind workload_kind = WorkloadKind::kPrefill;
+  /// Prefill: the workload. Serving: a representative shape that policies and predictors profile
+  /// with (batch_size = the cluster's GPUs, seq_len = the mean prompt length, batches = 1).
   PrefillWorkload workload;
   RoutingChoice routing;
+  // Serving only (workload.kind: serving); defaults otherwise. See app/scenario_serving.hpp.
+  ServingWorkload serving_workload;
+  SchedulerConfig serving;       ///< `serving:`
+  DeploymentConfig deployment;   ///< `deployment:` (absent: colocated)
+  SourceLocation serving_workload_where;  ///< the `workload:` mapping
+  SourceLocation serving_where;           ///< `serving:` (or the file when absent)
+  SourceLocation deployment_where;        ///< `deployment:` (or the file when absent)
+  SourceLocation arrival_where;           ///< `workload.arrival` (or `workload:` when absent)
+  SourceLocation prompt_where;            ///< `workload.prompt_tokens` (or `workload:` when absent)
+  SourceLocation output_where;            ///< `workload.output_tokens` (or `workload:` when absent)
   std::vector<PolicyEntry> policies;
   std::vector<PredictorEntry> predictors;  ///< runs = policies × predictors
   bool trace = false;

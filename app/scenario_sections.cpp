@@ -83,6 +83,9 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
                    {"relu", "gelu", "swiglu"}),
       choice_field("dtype", d ? dtype_name(m.dtype) : "bf16", "weight and activation type", {"fp32", "fp16", "bf16", "fp8"}),
       int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)"),
+      int_field("max_context", static_cast<double>(m.max_context), true, "tokens",
+                "longest sequence (prompt + output) the model accepts: the config's max_position_embeddings "
+                "(0: unknown, not checked)"),
   };
 }
 
@@ -116,6 +119,7 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
   parse_activation(p.get_string("activation"), m.activation);
   parse_dtype(p.get_string("dtype"), m.dtype);
   m.vocab = p.get_int("vocab");
+  m.max_context = p.get_int("max_context");
   AttentionSpec& at = m.attention;
   parse_attention_kind(a.get_string("kind"), at.kind);
   at.heads = static_cast<int>(a.get_int("heads"));

@@ -41,8 +41,10 @@ AttentionSpec mla(int heads, int q_lora_rank, int kv_lora_rank) {
 
 // google/switch-base-{8,64,128,256} config.json: d_model 768, d_ff 3072, num_heads 12, d_kv 64,
 // num_layers 12, encoder_sparse_step 2 (layers 1, 3, ..., 11 are MoE), ReLU, top-1,
-// vocab_size 32128. HarMoEny §V-A and MoEShard §4 serve the 12-layer *encoder* (non-causal, no
-// LM head: one embedding matrix). HarMoEny ran V100s and reports 18 MB per Switch expert and
+// vocab_size 32128. T5 has relative position buckets and no position limit; max_context 512 is the
+// sequence length T5, which Switch builds on, was pre-trained with (Raffel et al. 2020, §3.1.2).
+// HarMoEny §V-A and MoEShard §4 serve the 12-layer *encoder* (non-causal, no LM head: one
+// embedding matrix). HarMoEny ran V100s and reports 18 MB per Switch expert and
 // 33 MB per Qwen expert, i.e. 4 bytes per parameter, so the Switch presets are fp32.
 ModelSpec switch_base(int experts) {
   ModelSpec m;
@@ -60,12 +62,14 @@ ModelSpec switch_base(int experts) {
   m.dtype = DType::kFp32;
   m.vocab = 32128;
   m.tied_embeddings = true;
+  m.max_context = 512;
   return m;
 }
 
 // Qwen/Qwen1.5-MoE-A2.7B config.json: hidden 2048, 24 layers, 60 experts of
 // moe_intermediate_size 1408, top-4, shared_expert_intermediate_size 5632 (one shared expert),
-// 16 heads MHA (head_dim 128), SiLU-GLU, vocab 151936, bfloat16. (HarMoEny ran it in fp32.)
+// 16 heads MHA (head_dim 128), SiLU-GLU, vocab 151936, max_position_embeddings 8192, bfloat16.
+// (HarMoEny ran it in fp32.)
 ModelSpec qwen15_moe() {
   ModelSpec m;
   m.name = "qwen1.5-moe-a2.7b";
@@ -79,11 +83,12 @@ ModelSpec qwen15_moe() {
   m.shared_expert_ffn = 5632;
   m.attention = standard_attention(AttentionKind::kMha, 16, 16, 128);
   m.vocab = 151936;
+  m.max_context = 8192;
   return m;
 }
 
 // mistralai/Mixtral-8x7B-v0.1 config.json: 32 layers, hidden 4096, 8 experts of 14336, top-2,
-// 32 heads / 8 KV heads, head_dim 128, vocab 32000, bfloat16. Window 4096 as in the Mistral
+// 32 heads / 8 KV heads, head_dim 128, vocab 32000, max_position_embeddings 32768, bfloat16. Window 4096 as in the Mistral
 // paper and MoE-GPS §4 ("a 4K sliding window").
 ModelSpec mixtral_8x7b() {
   ModelSpec m;
@@ -95,11 +100,13 @@ ModelSpec mixtral_8x7b() {
   m.top_k = 2;
   m.attention = standard_attention(AttentionKind::kGqa, 32, 8, 128, 4096);
   m.vocab = 32000;
+  m.max_context = 32768;
   return m;
 }
 
 // mistralai/Mixtral-8x22B-Instruct-v0.1 config.json: 56 layers, hidden 6144, 8 experts of 16384,
-// top-2, 48 heads / 8 KV heads, head_dim 128, no sliding window, vocab 32768, bfloat16.
+// top-2, 48 heads / 8 KV heads, head_dim 128, no sliding window, vocab 32768,
+// max_position_embeddings 65536, bfloat16.
 ModelSpec mixtral_8x22b() {
   ModelSpec m;
   m.name = "mixtral-8x22b";
@@ -110,11 +117,12 @@ ModelSpec mixtral_8x22b() {
   m.top_k = 2;
   m.attention = standard_attention(AttentionKind::kGqa, 48, 8, 128);
   m.vocab = 32768;
+  m.max_context = 65536;
   return m;
 }
 
 // allenai/OLMoE-1B-7B-0924 config.json: 16 layers, hidden 2048, 64 experts of 1024, top-8,
-// 16 heads MHA (head_dim 128), SwiGLU, vocab 50304, untied, bfloat16.
+// 16 heads MHA (head_dim 128), SwiGLU, vocab 50304, untied, max_position_embeddings 4096, bfloat16.
 ModelSpec olmoe() {
   ModelSpec m;
   m.name = "olmoe-1b-7b";
@@ -125,12 +133,14 @@ ModelSpec olmoe() {
   m.top_k = 8;
   m.attention = standard_attention(AttentionKind::kMha, 16, 16, 128);
   m.vocab = 50304;
+  m.max_context = 4096;
   return m;
 }
 
 // deepseek-ai/DeepSeek-V2-Lite config.json: 27 layers, hidden 2048, first_k_dense_replace 1
 // (intermediate_size 10944), 64 routed experts of moe_intermediate_size 1408, top-6,
-// n_shared_experts 2, MLA with 16 heads, q_lora_rank null, kv_lora_rank 512, vocab 102400, bf16.
+// n_shared_experts 2, MLA with 16 heads, q_lora_rank null, kv_lora_rank 512, vocab 102400, bf16,
+// max_position_embeddings 163840 (YaRN-extended from 4096).
 ModelSpec deepseek_v2_lite() {
   ModelSpec m;
   m.name = "deepseek-v2-lite";
@@ -145,11 +155,12 @@ ModelSpec deepseek_v2_lite() {
   m.shared_expert_ffn = 1408;
   m.attention = mla(16, 0, 512);
   m.vocab = 102400;
+  m.max_context = 163840;
   return m;
 }
 
 // Qwen/Qwen3-30B-A3B config.json: 48 layers, hidden 2048, 128 experts of 768, top-8,
-// 32 heads / 4 KV heads, head_dim 128, vocab 151936, untied, bfloat16.
+// 32 heads / 4 KV heads, head_dim 128, vocab 151936, untied, max_position_embeddings 40960, bfloat16.
 ModelSpec qwen3_30b() {
   ModelSpec m;
   m.name = "qwen3-30b-a3b";
@@ -161,12 +172,14 @@ ModelSpec qwen3_30b() {
   m.top_k = 8;
   m.attention = standard_attention(AttentionKind::kGqa, 32, 4, 128);
   m.vocab = 151936;
+  m.max_context = 40960;
   return m;
 }
 
 // deepseek-ai/DeepSeek-V3 config.json: 61 layers, hidden 7168, first_k_dense_replace 3
 // (intermediate_size 18432), 256 routed experts of 2048, top-8, 1 shared expert, MLA with
-// 128 heads, q_lora_rank 1536, kv_lora_rank 512, vocab 129280, weights in fp8 (e4m3).
+// 128 heads, q_lora_rank 1536, kv_lora_rank 512, vocab 129280, max_position_embeddings 163840,
+// weights in fp8 (e4m3).
 // The multi-token-prediction module (14B) is not part of the 671B and is left out.
 ModelSpec deepseek_v3() {
   ModelSpec m;
@@ -183,11 +196,13 @@ ModelSpec deepseek_v3() {
   m.attention = mla(128, 1536, 512);
   m.dtype = DType::kFp8;
   m.vocab = 129280;
+  m.max_context = 163840;
   return m;
 }
 
 // llama-moe/LLaMA-MoE-v1-3_5B-4_16 config.json: LLaMA-2-7B with each FFN split into 16 experts
-// (size_experts 688), num_selects 4, 32 layers, hidden 4096, 32 heads MHA, vocab 32000; fp16 as
+// (size_experts 688), num_selects 4, 32 layers, hidden 4096, 32 heads MHA, vocab 32000,
+// max_position_embeddings 4096 (LLaMA-2's); fp16 as
 // LLaMA-2 was released.
 ModelSpec llama_moe() {
   ModelSpec m;
@@ -200,6 +215,7 @@ ModelSpec llama_moe() {
   m.attention = standard_attention(AttentionKind::kMha, 32, 32, 128);
   m.dtype = DType::kFp16;
   m.vocab = 32000;
+  m.max_context = 4096;
   return m;
 }
 

@@ -57,6 +57,9 @@ struct ModelSpec {
   std::int64_t vocab = 0;
   /// One embedding matrix instead of input + output (tied weights, or an encoder without an LM head).
   bool tied_embeddings = false;
+  /// Longest sequence (prompt + output tokens) the model accepts: the config's
+  /// max_position_embeddings. 0 = unknown (not checked).
+  std::int64_t max_context = 0;
 
   bool is_moe_layer(int layer) const;
   int num_moe_layers() const;

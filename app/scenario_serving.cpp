@@ -1,0 +1,473 @@
+#include "app/scenario_serving.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "app/scenario.hpp"
+#include "serving/request_trace.hpp"
+
+namespace moesim {
+namespace {
+
+constexpr const char* kDefaultPrompt = "512";
+constexpr const char* kDefaultOutput = "128";
+
+ParamSpec int_param(const std::string& name, const std::string& def, const std::string& unit, const std::string& help,
+                    std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt) {
+  return ParamSpec{name, ParamType::kInt, def, unit, help, min, max, {}};
+}
+ParamSpec float_param(const std::string& name, const std::string& def, const std::string& unit,
+                      const std::string& help, std::optional<double> min = std::nullopt,
+                      std::optional<double> max = std::nullopt) {
+  return ParamSpec{name, ParamType::kFloat, def, unit, help, min, max, {}};
+}
+
+SourceLocation loc(const SourceMap& src, const YAML::Node& n, const YAML::Node& parent) {
+  return n ? src.locate(n) : src.locate(parent);
+}
+// Where a key of a set is: its value when written, else the mapping (or `fallback`).
+SourceLocation at_key(const ParamSet& p, const std::string& key, const SourceLocation& fallback) {
+  const SourceLocation w = p.where(key);
+  return w.line ? w : fallback;
+}
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os.precision(12);
+  os << v;
+  return os.str();
+}
+
+bool parse_process(const std::string& name, ArrivalSpec::Process& out) {
+  const auto& names = arrival_process_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) return false;
+  out = static_cast<ArrivalSpec::Process>(it - names.begin());
+  return true;
+}
+bool parse_dist(const std::string& name, LengthDist::Kind& out) {
+  const auto& names = length_dist_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) return false;
+  out = static_cast<LengthDist::Kind>(it - names.begin());
+  return true;
+}
+
+// `workload.arrival`: a process name or {process, <its parameters>}. Trace rows are returned in
+// `rows` (empty unless a trace was read without errors).
+ArrivalSpec read_arrival(const YAML::Node& node, const YAML::Node& parent, Scenario& s, const SourceMap& src,
+                         Diagnostics& diags, std::vector<TraceRequest>& rows, YAML::Node& res) {
+  ArrivalSpec a;
+  s.arrival_where = loc(src, node, parent);
+  const bool given = node.IsDefined() && !node.IsNull();
+  YAML::Node map;  // the options, when a mapping
+  YAML::Node name_node;
+  bool named = false;
+  if (given && node.IsScalar()) {
+    name_node.reset(node);
+    named = true;
+  } else if (given && node.IsMap()) {
+    map.reset(node);
+    name_node.reset(node["process"]);
+    named = node["process"].IsDefined();
+    if (!named) {
+      diags.error(s.arrival_where, "'arrival' needs a 'process' (valid: " + [] {
+        std::string v;
+        for (const auto& n : arrival_process_names()) v += (v.empty() ? "" : ", ") + n;
+        return v;
+      }() + ")");
+      return a;
+    }
+  } else if (given) {
+    diags.error(s.arrival_where, "'arrival' must be a process name or a mapping with 'process'");
+    return a;
+  }
+  const std::string name = named ? (name_node.IsScalar() ? name_node.Scalar() : std::string()) : "poisson";
+  if (!parse_process(name, a.process)) {
+    diags.error(src.locate(name_node),
+                unknown_name_message("arrival process", name, arrival_process_names()));
+    return a;
+  }
+  if (a.process == ArrivalSpec::Process::kTrace && !map.IsMap()) {
+    diags.error(s.arrival_where, "arrival process 'trace' needs 'file' (write {process: trace, file: PATH.csv})");
+    return a;
+  }
+  const ParamSet p = read_params(map, arrival_specs(a.process), src, diags, {"process"});
+  res = p.to_yaml();
+  res["process"] = name;
+  using P = ArrivalSpec::Process;
+  if (a.process == P::kPoisson || a.process == P::kGamma || a.process == P::kConstant) {
+    a.rate_per_s = p.get_float("rate_per_s");
+    if (a.rate_per_s <= 0.0)
+      diags.error(at_key(p, "rate_per_s", s.arrival_where), "'rate_per_s' must be > 0, got " + fmt(a.rate_per_s));
+  }
+  if (a.process == P::kGamma) {
+    a.cv = p.get_float("cv");
+    if (a.cv <= 0.0) diags.error(at_key(p, "cv", s.arrival_where), "'cv' must be > 0, got " + fmt(a.cv));
+  }
+  if (a.process == P::kClosed) {
+    a.clients = static_cast<int>(p.get_int("clients"));
+    a.think_s = p.get_float("think_s");
+  }
+  if (a.process == P::kTrace && p.given("file")) {
+    a.file = p.get_string("file");
+    const std::filesystem::path path = std::filesystem::path(a.file).is_absolute()
+                                           ? std::filesystem::path(a.file)
+                                           : std::filesystem::path(s.base_dir) / a.file;
+    a.resolved_file = path.string();
+    res["file"] = a.resolved_file;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      diags.error(p.where("file"), "request trace '" + a.resolved_file + "' does not exist");
+    } else if (std::filesystem::is_directory(path, ec)) {
+      diags.error(p.where("file"), "request trace '" + a.resolved_file + "' is a directory, not a CSV file");
+    } else {
+      try {
+        rows = read_request_trace(a.resolved_file);
+      } catch (const InputError& e) {
+        for (const auto& d : e.diagnostics())
+          diags.error(d.where.line ? d.where : p.where("file"), d.message);
+      }
+    }
+  }
+  return a;
+}
+
+// A token-length distribution: an int, or {dist: fixed|uniform|normal|zipf, <its parameters>}.
+LengthDist read_length(const YAML::Node& node, const std::string& key, const std::string& def,
+                       const YAML::Node& parent, const SourceMap& src, Diagnostics& diags, YAML::Node& res) {
+  LengthDist d;
+  const SourceLocation where = loc(src, node, parent);
+  const bool given = node.IsDefined() && !node.IsNull();
+  if (!given || node.IsScalar()) {
+    const std::string text = given ? node.Scalar() : def;
+    double v = 0.0;
+    try {
+      v = YAML::Load(text).as<double>();
+    } catch (const YAML::Exception&) {
+      diags.error(where, "'" + key + "' must be an integer number of tokens or a mapping with 'dist', got '" +
+                             text + "'");
+      return d;
+    }
+    if (!std::isfinite(v) || std::floor(v) != v || std::fabs(v) > 9.0e15) {
+      diags.error(where, "'" + key + "' must be an integer number of tokens, got '" + text + "'");
+      return d;
+    }
+    if (v < 1.0) diags.error(where, "'" + key + "' must be >= 1 token, got " + text);
+    d.kind = LengthDist::Kind::kFixed;
+    d.fixed = static_cast<std::int64_t>(v);
+    res = d.fixed;
+    return d;
+  }
+  if (!node.IsMap() || !node["dist"] || !node["dist"].IsScalar()) {
+    diags.error(where, "'" + key + "' must be an integer or a mapping with 'dist' (" + [] {
+      std::string v;
+      for (const auto& n : length_dist_names()) v += (v.empty() ? "" : ", ") + n;
+      return v;
+    }() + ")");
+    return d;
+  }
+  const std::string name = node["dist"].Scalar();
+  if (!parse_dist(name, d.kind)) {
+    diags.error(src.locate(node["dist"]), unknown_name_message("length distribution", name, length_dist_names()));
+    return d;
+  }
+  const ParamSet p = read_params(node, length_dist_specs(d.kind), src, diags, {"dist"});
+  using K = LengthDist::Kind;
+  switch (d.kind) {
+    case K::kFixed:
+      d.fixed = p.get_int("value");
+      if (d.fixed < 1) diags.error(at_key(p, "value", where), "'" + key + "' must be >= 1 token, got " + std::to_string(d.fixed));
+      break;
+    case K::kUniform:
+    case K::kZipf:
+    case K::kNormal:
+      d.min = p.get_int("min");
+      d.max = p.get_int("max");
+      if (d.min < 1)
+        diags.error(at_key(p, "min", where), "'min' of '" + key + "' must be >= 1 (every request has at least one " +
+                                                 "token), got " + std::to_string(d.min));
+      if (d.kind == K::kZipf) {
+        d.s = p.get_float("s");
+        if (d.s <= 0.0) diags.error(at_key(p, "s", where), "'s' (the zipf exponent) must be > 0, got " + fmt(d.s));
+      }
+      if (d.kind == K::kNormal) {
+        d.mean = p.get_float("mean");
+        d.std = p.get_float("std");
+      }
+      if (d.min > d.max && (d.kind != K::kNormal || p.given("max")))
+        diags.error(at_key(p, "max", where), "'max' (" + std::to_string(d.max) + ") of '" + key +
+                                                 "' is smaller than 'min' (" + std::to_string(d.min) + ")");
+      break;
+  }
+  res = p.to_yaml();
+  res["dist"] = name;
+  if (d.kind == K::kNormal) res["max"] = d.largest();  // spelled out when defaulted
+  return d;
+}
+
+// Finds the key node of `key` in `map` (for errors about the key itself).
+YAML::Node key_node(const YAML::Node& map, const std::string& key) {
+  if (map && map.IsMap())
+    for (const auto& kv : map)
+      if (kv.first.IsScalar() && kv.first.Scalar() == key) return kv.first;
+  return YAML::Node();
+}
+
+}  // namespace
+
+const std::vector<std::string>& arrival_process_names() {
+  // Order matches ArrivalSpec::Process.
+  static const std::vector<std::string> names{"poisson", "gamma", "constant", "trace", "closed"};
+  return names;
+}
+
+const std::vector<std::string>& length_dist_names() {
+  // Order matches LengthDist::Kind.
+  static const std::vector<std::string> names{"fixed", "uniform", "normal", "zipf"};
+  return names;
+}
+
+std::vector<ParamSpec> serving_workload_specs() {
+  return {
+      ParamSpec{"kind", ParamType::kString, "prefill", "", "workload kind", {}, {}, {"prefill", "serving"}},
+      int_param("requests", "100", "requests",
+                "requests to simulate (with a trace: default every row; rows beyond it are ignored)", 1.0),
+      int_param("warmup_requests", "0", "requests",
+                "the first requests (by id) are simulated but left out of the metrics; fewer than requests", 0.0),
+      ParamSpec{"arrival", ParamType::kString, "poisson", "",
+                "arrival process: a name or {process: poisson|gamma|constant|trace|closed, ...}", {}, {}, {}},
+      int_param("prompt_tokens", kDefaultPrompt, "tokens",
+                "prompt length: an integer or {dist: uniform|normal|zipf|fixed, ...} (not with a trace)", 1.0),
+      int_param("output_tokens", kDefaultOutput, "tokens",
+                "output length: an integer or {dist: uniform|normal|zipf|fixed, ...} (not with a trace)", 1.0),
+  };
+}
+
+std::vector<ParamSpec> arrival_specs(ArrivalSpec::Process process) {
+  using P = ArrivalSpec::Process;
+  switch (process) {
+    case P::kPoisson:
+      return {float_param("rate_per_s", "1", "requests/s", "mean arrival rate (exponential gaps)", 0.0)};
+    case P::kGamma:
+      return {float_param("rate_per_s", "1", "requests/s", "mean arrival rate (gaps have mean 1/rate)", 0.0),
+              float_param("cv", "1", "", "coefficient of variation of the gaps (1: Poisson; > 1: bursty)", 0.0)};
+    case P::kConstant:
+      return {float_param("rate_per_s", "1", "requests/s", "arrival rate: request i arrives at i/rate", 0.0)};
+    case P::kTrace:
+      return {ParamSpec{"file", ParamType::kString, "", "",
+                        "CSV with columns arrived_at_s,prompt_tokens,output_tokens (relative to the scenario)",
+                        {}, {}, {}}};
+    case P::kClosed:
+      return {int_param("clients", "1", "", "concurrent clients, each with one request in flight", 1.0),
+              float_param("think_s", "0", "s", "pause between a client's response and its next request", 0.0)};
+  }
+  return {};
+}
+
+std::vector<ParamSpec> length_dist_specs(LengthDist::Kind kind) {
+  using K = LengthDist::Kind;
+  switch (kind) {
+    case K::kFixed: return {int_param("value", "", "tokens", "every request's length", 1.0)};
+    case K::kUniform:
+      return {int_param("min", "", "tokens", "smallest length (inclusive)"),
+              int_param("max", "", "tokens", "largest length (inclusive)")};
+    case K::kNormal:
+      return {float_param("mean", "", "tokens", "mean before truncation"),
+              float_param("std", "", "tokens", "standard deviation before truncation", 0.0),
+              int_param("min", "1", "tokens", "lower truncation (inclusive)"),
+              int_param("max", "0", "tokens", "upper truncation (inclusive; 0: mean + 4 std, rounded up)")};
+    case K::kZipf:
+      return {float_param("s", "1", "", "exponent: P(n) ∝ (n - min + 1)^-s, favouring short lengths"),
+              int_param("min", "", "tokens", "smallest length (inclusive), the most likely"),
+              int_param("max", "", "tokens", "largest length (inclusive)")};
+  }
+  return {};
+}
+
+std::vector<ParamSpec> scheduler_specs() {
+  return {
+      int_param("max_num_seqs", "256", "sequences", "running sequences per rank (vLLM max_num_seqs)", 1.0),
+      int_param("max_batched_tokens", "8192", "tokens", "new tokens per rank per step (vLLM max_num_batched_tokens)", 1.0),
+      ParamSpec{"chunked_prefill", ParamType::kBool, "true", "", "a prompt may be split over steps", {}, {}, {}},
+      int_param("kv_block_tokens", "16", "tokens", "tokens per paged KV-cache block", 1.0),
+      ParamSpec{"preemption", ParamType::kString, "recompute", "",
+                "what happens to a preempted sequence's KV cache", {}, {}, {"recompute", "swap"}},
+      float_param("gpu_memory_utilization", "0.9", "", "fraction of GPU memory the engine may use, in (0, 1]", 0.0, 1.0),
+      float_param("progress_interval_s", "0.5", "s", "CLI progress refresh (does not affect results)", 0.0),
+  };
+}
+
+std::vector<ParamSpec> slo_specs() {
+  return {float_param("ttft_ms", "~", "ms", "time-to-first-token SLO for goodput (absent: none)", 0.0),
+          float_param("tpot_ms", "~", "ms", "time-per-output-token SLO for goodput (absent: none)", 0.0)};
+}
+
+std::vector<ParamSpec> deployment_specs() {
+  return {int_param("prefill_gpus", "0", "GPUs", "prefill pool: GPUs [0, prefill_gpus) (0 with decode_gpus 0: colocated)", 0.0),
+          int_param("decode_gpus", "0", "GPUs", "decode pool: the next decode_gpus GPUs", 0.0)};
+}
+
+void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags,
+                           bool cluster_ok, YAML::Node& workload_res, YAML::Node& serving_res,
+                           YAML::Node& deployment_res) {
+  const YAML::Node wl = root["workload"];
+  s.workload_kind = WorkloadKind::kServing;
+  s.serving_workload_where = loc(src, wl, root);
+  ServingWorkload& sw = s.serving_workload;
+
+  // Plain keys; arrival and the lengths are read below.
+  std::vector<ParamSpec> plain;
+  for (const ParamSpec& spec : serving_workload_specs())
+    if (spec.name != "arrival" && spec.name != "prompt_tokens" && spec.name != "output_tokens") plain.push_back(spec);
+  const ParamSet w = read_params(wl, plain, src, diags, {"routing", "arrival", "prompt_tokens", "output_tokens"});
+  sw.requests = w.get_int("requests");
+  sw.warmup_requests = w.get_int("warmup_requests");
+  workload_res = w.to_yaml();
+  workload_res["kind"] = "serving";
+
+  std::vector<TraceRequest> rows;
+  YAML::Node arrival_res;
+  sw.arrival = read_arrival(wl["arrival"], wl, s, src, diags, rows, arrival_res);
+  workload_res["arrival"] = arrival_res;
+  const bool trace = sw.arrival.process == ArrivalSpec::Process::kTrace;
+
+  s.prompt_where = loc(src, wl["prompt_tokens"], wl);
+  s.output_where = loc(src, wl["output_tokens"], wl);
+  if (trace) {
+    // Lengths come from the trace; the distributions hold its bounds (for limits and checks).
+    for (const char* k : {"prompt_tokens", "output_tokens"})
+      if (wl[k])
+        diags.error(src.locate(key_node(wl, k)), std::string("'") + k +
+                                                     "' cannot be set with arrival.process: trace (the trace gives "
+                                                     "each request's lengths)");
+    if (!w.given("requests") && !rows.empty()) sw.requests = static_cast<std::int64_t>(rows.size());
+    workload_res["requests"] = sw.requests;
+    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
+    if (used > 0) {
+      sw.prompt.kind = sw.output.kind = LengthDist::Kind::kUniform;
+      sw.prompt.min = sw.output.min = std::numeric_limits<std::int64_t>::max();
+      sw.prompt.max = sw.output.max = 0;
+      for (std::size_t i = 0; i < used; ++i) {
+        sw.prompt.min = std::min(sw.prompt.min, rows[i].prompt_tokens);
+        sw.prompt.max = std::max(sw.prompt.max, rows[i].prompt_tokens);
+        sw.output.min = std::min(sw.output.min, rows[i].output_tokens);
+        sw.output.max = std::max(sw.output.max, rows[i].output_tokens);
+      }
+    }
+  } else {
+    YAML::Node prompt_res, output_res;
+    sw.prompt = read_length(wl["prompt_tokens"], "prompt_tokens", kDefaultPrompt, wl, src, diags, prompt_res);
+    sw.output = read_length(wl["output_tokens"], "output_tokens", kDefaultOutput, wl, src, diags, output_res);
+    workload_res["prompt_tokens"] = prompt_res;
+    workload_res["output_tokens"] = output_res;
+  }
+
+  // Warm-up must leave something to measure.
+  const std::int64_t effective = trace && !rows.empty() ? std::min<std::int64_t>(sw.requests, static_cast<std::int64_t>(rows.size()))
+                                                        : sw.requests;
+  if (sw.warmup_requests >= effective && (!trace || !rows.empty()))
+    diags.error(at_key(w, "warmup_requests", s.serving_workload_where),
+                "'warmup_requests' (" + std::to_string(sw.warmup_requests) + ") must be fewer than the requests (" +
+                    std::to_string(effective) + "): nothing would be measured");
+
+  // Every request must fit in the model's context.
+  const std::int64_t ctx = s.model.max_context;
+  if (ctx > 0 && trace) {
+    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
+    for (std::size_t i = 0; i < used; ++i) {
+      if (rows[i].prompt_tokens + rows[i].output_tokens <= ctx) continue;
+      diags.error(SourceLocation{sw.arrival.resolved_file, rows[i].line, 1},
+                  "request " + std::to_string(i) + " (" + std::to_string(rows[i].prompt_tokens) + " prompt + " +
+                      std::to_string(rows[i].output_tokens) + " output tokens) is longer than the model's context (" +
+                      std::to_string(ctx) + " tokens, model.max_context)");
+      break;
+    }
+  } else if (ctx > 0 && sw.prompt.smallest() >= 1 && sw.output.smallest() >= 1 && sw.prompt.largest() >= 1 &&
+             sw.output.largest() >= 1) {
+    const std::int64_t longest = sw.prompt.largest() + sw.output.largest();
+    if (longest > ctx)
+      diags.error(s.prompt_where, "the longest prompt (" + std::to_string(sw.prompt.largest()) +
+                                      " tokens) plus the longest output (" + std::to_string(sw.output.largest()) +
+                                      ") is " + std::to_string(longest) + " tokens, longer than the model's context (" +
+                                      std::to_string(ctx) + " tokens, model.max_context)");
+  }
+
+  // The shape policies and predictors profile with (they see a prefill batch): one sequence per
+  // GPU at the mean prompt length, one batch.
+  double mean_prompt = 0.0;
+  if (trace) {
+    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
+    for (std::size_t i = 0; i < used; ++i) mean_prompt += static_cast<double>(rows[i].prompt_tokens);
+    if (used > 0) mean_prompt /= static_cast<double>(used);
+  } else {
+    mean_prompt = sw.prompt.expected();
+  }
+  s.workload.batch_size = std::max(1, s.hardware.num_gpus());
+  s.workload.seq_len = std::max<std::int64_t>(1, std::llround(mean_prompt));
+  s.workload.batches = 1;
+  s.workload.warmup_batches = 0;
+
+  // serving:
+  const YAML::Node sv = root["serving"];
+  s.serving_where = loc(src, sv, root);
+  const ParamSet sc = read_params(sv, scheduler_specs(), src, diags, {"slo"});
+  SchedulerConfig& cfg = s.serving;
+  cfg.max_num_seqs = sc.get_int("max_num_seqs");
+  cfg.max_batched_tokens = sc.get_int("max_batched_tokens");
+  cfg.chunked_prefill = sc.get_bool("chunked_prefill");
+  cfg.kv_block_tokens = sc.get_int("kv_block_tokens");
+  cfg.preemption = sc.get_string("preemption") == "swap" ? Preemption::kSwap : Preemption::kRecompute;
+  cfg.gpu_memory_utilization = sc.get_float("gpu_memory_utilization");
+  cfg.progress_interval_s = sc.get_float("progress_interval_s");
+  if (cfg.gpu_memory_utilization <= 0.0)
+    diags.error(at_key(sc, "gpu_memory_utilization", s.serving_where),
+                "'gpu_memory_utilization' must be in (0, 1], got " + fmt(cfg.gpu_memory_utilization));
+  const YAML::Node slo_node = sv && sv.IsMap() ? sv["slo"] : YAML::Node();
+  const ParamSet slo = read_params(slo_node, slo_specs(), src, diags);
+  for (const char* k : {"ttft_ms", "tpot_ms"}) {
+    if (!slo.given(k)) continue;
+    const double v = slo.get_float(k);
+    if (v <= 0.0) diags.error(slo.where(k), std::string("'") + k + "' must be > 0, got " + fmt(v));
+    (std::string(k) == "ttft_ms" ? cfg.slo_ttft_ms : cfg.slo_tpot_ms) = v;
+  }
+  serving_res = sc.to_yaml();
+  serving_res["slo"] = slo.to_yaml();
+
+  // deployment:
+  const YAML::Node dep = root["deployment"];
+  s.deployment_where = loc(src, dep, root);
+  const ParamSet dp = read_params(dep, deployment_specs(), src, diags);
+  DeploymentConfig& d = s.deployment;
+  d.prefill_gpus = static_cast<int>(dp.get_int("prefill_gpus"));
+  d.decode_gpus = static_cast<int>(dp.get_int("decode_gpus"));
+  deployment_res = dp.to_yaml();
+  if ((d.prefill_gpus == 0) != (d.decode_gpus == 0)) {
+    const char* zero = d.prefill_gpus == 0 ? "prefill_gpus" : "decode_gpus";
+    const char* other = d.prefill_gpus == 0 ? "decode_gpus" : "prefill_gpus";
+    diags.error(at_key(dp, zero, s.deployment_where),
+                std::string("'") + zero + "' is 0 but '" + other +
+                    "' is not: a disaggregated deployment needs both pools (set both to 0 for colocated)");
+  }
+  if (cluster_ok && d.disaggregated()) {
+    const ClusterSpec& c = s.hardware;
+    if (d.prefill_gpus + d.decode_gpus > c.num_gpus())
+      diags.error(s.deployment_where, "prefill_gpus + decode_gpus (" + std::to_string(d.prefill_gpus + d.decode_gpus) +
+                                          ") exceeds the cluster's " + std::to_string(c.num_gpus()) + " GPUs");
+    if (c.nodes > 1)
+      for (const char* k : {"prefill_gpus", "decode_gpus"}) {
+        const int n = static_cast<int>(dp.get_int(k));
+        if (n > 0 && n % c.gpus_per_node != 0)
+          diags.error(at_key(dp, k, s.deployment_where),
+                      std::string("'") + k + "' (" + std::to_string(n) + ") is neither a whole number of nodes (" +
+                          std::to_string(c.gpus_per_node) + " GPUs each) nor within a single-node cluster (this one has " +
+                          std::to_string(c.nodes) + " nodes)");
+      }
+  }
+}
+
+}  // namespace moesim
