@@ -61,8 +61,9 @@ void ServingMetrics::add_transfer(const TaskGraph& graph) {
 
 nlohmann::json ServingMetrics::summary(const ServingEngine& engine, const SchedulerConfig& config) const {
   std::vector<double> ttft, itl, tpot, e2e, queue;
-  Tick first_arrival = kTickMax, last_arrival = 0, last_finish = 0;
-  std::int64_t measured = 0, out_tokens = 0, in_tokens = 0, good = 0;
+  std::vector<Tick> completions;
+  Tick first_arrival = kTickMax, last_arrival = 0;
+  std::int64_t measured = 0;
   for (const Request& r : engine.requests()) {
     if (r.spec.id < warmup_) continue;
     const RequestLatency l = request_latency(r);
@@ -72,17 +73,40 @@ nlohmann::json ServingMetrics::summary(const ServingEngine& engine, const Schedu
     queue.push_back(l.queue_delay_ms);
     if (l.has_tpot) tpot.push_back(l.tpot_ms);
     itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
-    out_tokens += r.spec.output_tokens;
-    in_tokens += r.spec.prompt_tokens;
     first_arrival = std::min(first_arrival, r.arrived);
     last_arrival = std::max(last_arrival, r.arrived);
-    last_finish = std::max(last_finish, r.finished);
+    completions.push_back(r.finished);
+  }
+  // The measurement window spans the measured requests' arrivals: the time the offered load is on.
+  // Rates count everything the deployment completed inside it (warm-up requests included, which
+  // is what they are for: the window opens on a system already in steady state), so below
+  // capacity they match the offered rate and above it they saturate at the service rate. A run
+  // whose measured requests arrive at one instant is measured from then to its last completion.
+  std::sort(completions.begin(), completions.end());
+  Tick t0 = measured > 0 ? first_arrival : 0;
+  Tick t1 = measured > 0 ? last_arrival : 0;
+  if (t1 <= t0 && !completions.empty()) t1 = completions.back();
+  const double window = seconds(t1 - t0);
+  std::int64_t out_tokens = 0, in_tokens = 0, done = 0, good = 0;
+  const double from_ms = ticks_to_ms(t0), to_ms = ticks_to_ms(t1);
+  for (const Request& r : engine.requests()) {
+    // Token i of a request came out at its first token plus its first i inter-token gaps.
+    double at_ms = ticks_to_ms(r.first_token);
+    if (at_ms > from_ms && at_ms <= to_ms) {
+      ++out_tokens;
+      in_tokens += r.spec.prompt_tokens;
+    }
+    for (double gap : r.itl_ms) {
+      at_ms += gap;
+      if (at_ms > from_ms && at_ms <= to_ms) ++out_tokens;
+    }
+    if (r.finished <= t0 || r.finished > t1) continue;
+    ++done;
+    const RequestLatency l = request_latency(r);
     const bool ttft_ok = !config.slo_ttft_ms || l.ttft_ms <= *config.slo_ttft_ms;
     const bool tpot_ok = !config.slo_tpot_ms || !l.has_tpot || l.tpot_ms <= *config.slo_tpot_ms;
     if (ttft_ok && tpot_ok) ++good;
   }
-  // The measurement window: from the first measured arrival to the last measured completion.
-  const double window = measured > 0 ? seconds(last_finish - first_arrival) : 0.0;
   const auto per_s = [&](double v) { return window > 0 ? v / window : 0.0; };
   nlohmann::json m;
   m["ttft_ms"] = distribution_summary(ttft, true);
@@ -93,7 +117,7 @@ nlohmann::json ServingMetrics::summary(const ServingEngine& engine, const Schedu
   m["throughput_tokens_per_s"] = per_s(static_cast<double>(out_tokens));
   m["input_throughput_tokens_per_s"] = per_s(static_cast<double>(in_tokens));
   m["requests_completed"] = measured;
-  m["request_rate_per_s"] = per_s(static_cast<double>(measured));
+  m["request_rate_per_s"] = per_s(static_cast<double>(done));
   // What arrived: measured requests over the span of their arrivals (n − 1 gaps).
   m["offered_rate_per_s"] =
       measured > 1 && last_arrival > first_arrival ? static_cast<double>(measured - 1) / seconds(last_arrival - first_arrival) : 0.0;
