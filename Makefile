@@ -46,7 +46,7 @@ build: configure
 
 # Benchmarks: engine events/s and simulated MoE layers/s (figures recorded in the README).
 bench: build
-	./$(BUILD)/tests/bench_engine
+	MOESIM_SOURCE_ROOT=$(CURDIR) ./$(BUILD)/tests/bench_engine
 
 # Paper reproductions: every scenario under scenarios/papers/ over its paper's grid (tables in
 # results/papers/summary.md; claims beside them in scenarios/papers/README.md).

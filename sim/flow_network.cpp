@@ -81,6 +81,8 @@ void FlowNetwork::reallocate() {
 
   // Progressive filling: repeatedly find the link whose remaining capacity per unfrozen flow is
   // smallest, give that share to all its unfrozen flows, and remove them from the problem.
+  // Flows are indexed by the links they cross (CSR, flows in active order), so a round visits
+  // only the bottleneck's flows; the arithmetic and its order are those of a full scan.
   cap_left_.assign(links_.size(), 0.0);
   unfrozen_.assign(links_.size(), 0);
   std::vector<LinkId> touched;
@@ -92,6 +94,13 @@ void FlowNetwork::reallocate() {
       }
     }
   }
+  link_start_.assign(links_.size() + 1, 0);
+  for (LinkId l : touched) link_start_[l + 1] = unfrozen_[l];
+  for (std::size_t l = 0; l < links_.size(); ++l) link_start_[l + 1] += link_start_[l];
+  link_flows_.resize(link_start_.back());
+  link_fill_.assign(link_start_.begin(), link_start_.end() - 1);
+  for (std::uint32_t i = 0; i < active_.size(); ++i)
+    for (LinkId l : active_[i].path) link_flows_[link_fill_[l]++] = i;
   std::vector<char> frozen(active_.size(), 0);
   std::size_t left = active_.size();
   while (left > 0) {
@@ -106,10 +115,10 @@ void FlowNetwork::reallocate() {
       }
     }
     assert(std::isfinite(share));
-    for (std::size_t i = 0; i < active_.size(); ++i) {
+    for (std::uint32_t k = link_start_[bottleneck]; k < link_start_[bottleneck + 1]; ++k) {
+      const std::uint32_t i = link_flows_[k];
       if (frozen[i]) continue;
       auto& f = active_[i];
-      if (std::find(f.path.begin(), f.path.end(), bottleneck) == f.path.end()) continue;
       f.rate = share;
       frozen[i] = 1;
       --left;

@@ -72,6 +72,7 @@ class FlowNetwork {
   // Scratch for progressive filling, indexed by link.
   std::vector<double> cap_left_;
   std::vector<std::uint32_t> unfrozen_;
+  std::vector<std::uint32_t> link_start_, link_fill_, link_flows_;  ///< flows per link (CSR)
 };
 
 }  // namespace moesim

@@ -1,7 +1,11 @@
-// Benchmarks (not timed tests): bare event-queue throughput, and simulated MoE layers per second
-// for Switch-Base-128 on a DGX-1 under static-ep. Run with `make bench`; figures in README.
+// Benchmarks (not timed tests): bare event-queue throughput, simulated MoE layers per second for
+// Switch-Base-128 on a DGX-1 under static-ep, and request-level serving of Mixtral-8x7B on a DGX
+// H100 against real time. Run with `make bench`; figures in README.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
+
+#include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "hardware/cost_model.hpp"
 #include "serving/batch_planner.hpp"
@@ -88,6 +92,35 @@ void BM_Switch128OnDgx1(benchmark::State& state) {
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events_before), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Switch128OnDgx1)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond);
+
+// Serving (README's serving benchmark): scenarios/serving/bench-mixtral-dgx-h100.yaml, Mixtral-8x7B
+// on one DGX H100 near capacity, with range(0) requests of range(1) output tokens. Reports the
+// simulated seconds per wall second ("x_real_time") and the engine's events.
+void BM_ServingMixtralDgxH100(benchmark::State& state) {
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const std::string file = std::string(root ? root : ".") + "/scenarios/serving/bench-mixtral-dgx-h100.yaml";
+  const Scenario s = load_scenario(file, {"workload.requests=" + std::to_string(state.range(0)),
+                                          "workload.warmup_requests=" + std::to_string(state.range(0) / 10),
+                                          "workload.output_tokens=" + std::to_string(state.range(1))});
+  double simulated_s = 0.0, events = 0.0;
+  for (auto _ : state) {
+    const nlohmann::json result = run_scenario(s);
+    const auto& m = result["runs"][0]["metrics"];
+    simulated_s += m["makespan_ms"].get<double>() / 1e3;
+    events += m["events"].get<double>();
+  }
+  state.counters["x_real_time"] = benchmark::Counter(simulated_s, benchmark::Counter::kIsRate);
+  state.counters["events/s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
+  state.counters["simulated_s"] = simulated_s / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_ServingMixtralDgxH100)
+    ->Args({250, 256})
+    ->Args({500, 256})
+    ->Args({1000, 256})
+    ->Args({1000, 128})
+    ->Args({1000, 64})
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace moesim
