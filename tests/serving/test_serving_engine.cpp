@@ -336,4 +336,189 @@ TEST(ServingLaws, LittlesLawHoldsInTheSteadyState) {
   EXPECT_NEAR(L, lambda * W, 0.05 * lambda * W);
 }
 
+// ---- 3. Throughput against the offered load ---------------------------------------------------
+
+namespace {
+// Two ranks of at most 8 sequences: about 55 requests/s of this workload.
+Scenario capacity_scenario(double rate) {
+  return load_scenario_text(
+      scenario_text("{kind: serving, requests: 1000, warmup_requests: 200, arrival: {process: poisson, rate_per_s: " +
+                        std::to_string(rate) +
+                        "}, prompt_tokens: {dist: uniform, min: 64, max: 512}, output_tokens: {dist: uniform, min: 16, max: 128}}",
+                    "{max_num_seqs: 8, max_batched_tokens: 2048}"),
+      "capacity.yaml", {"hardware.gpus_per_node=2"});
+}
+}  // namespace
+
+TEST(ServingLaws, ThroughputFollowsTheOfferedLoadThenSaturates) {
+  std::vector<double> rates{10, 20, 40, 100, 200, 400}, achieved, queue;
+  for (double rate : rates) {
+    const ServingRun run = serve(capacity_scenario(rate));
+    achieved.push_back(run.metrics["request_rate_per_s"].get<double>());
+    queue.push_back(run.metrics["queue_delay_ms"]["mean"].get<double>());
+    const double offered = run.metrics["offered_rate_per_s"].get<double>();
+    std::printf("rate %5.0f: offered %.2f/s, achieved %.2f/s, queue delay %.1f ms, e2e %.1f ms\n", rate, offered,
+                achieved.back(), queue.back(), run.metrics["e2e_ms"]["mean"].get<double>());
+    if (rate <= 40) {
+      EXPECT_NEAR(achieved.back(), offered, 0.05 * offered) << "below capacity at " << rate << "/s";
+      EXPECT_NEAR(offered, rate, 0.1 * rate);
+    } else {
+      EXPECT_LT(achieved.back(), 0.75 * offered) << "above capacity at " << rate << "/s";
+    }
+    if (rate == 200) {
+      // Saturated: the queue grows with every request, so later requests wait longer.
+      std::vector<double> waits;
+      for (const auto& row : run.rows)
+        if (row.at("warmup") == "0") waits.push_back(num(row, "queue_delay_ms"));
+      const std::size_t q = waits.size() / 4;
+      const double first = std::accumulate(waits.begin(), waits.begin() + static_cast<std::ptrdiff_t>(q), 0.0) / static_cast<double>(q);
+      const double last = std::accumulate(waits.end() - static_cast<std::ptrdiff_t>(q), waits.end(), 0.0) / static_cast<double>(q);
+      EXPECT_GT(last, 2.0 * first) << "queueing delay of the first and last quarter: " << first << " ms, " << last << " ms";
+    }
+  }
+  // Past the knee, doubling the offered rate barely moves throughput ...
+  EXPECT_NEAR(achieved[4], achieved[3], 0.1 * achieved[3]);
+  EXPECT_NEAR(achieved[5], achieved[4], 0.1 * achieved[4]);
+  // ... and never exceeds what the system served below it by much; the queueing delay jumps.
+  EXPECT_GT(achieved[3], achieved[2]);
+  EXPECT_GT(queue[3], 10.0 * queue[2]);
+  for (std::size_t i = 1; i < rates.size(); ++i) EXPECT_GE(queue[i], queue[i - 1]) << "rate " << rates[i];
+}
+
+// ---- 5. KV bytes per token against capacity and preemptions ---------------------------------
+
+TEST(ServingLaws, MhaHoldsFewerTokensAndPreemptsMoreThanGqa) {
+  const std::string workload =
+      "{kind: serving, requests: 400, warmup_requests: 50, arrival: {process: poisson, rate_per_s: 400}, "
+      "prompt_tokens: {dist: uniform, min: 256, max: 1024}, output_tokens: {dist: uniform, min: 64, max: 256}}";
+  const std::string serving = "{max_num_seqs: 64, max_batched_tokens: 1024, gpu_memory_utilization: 0.036}";
+  const Scenario gqa = load_scenario_text(scenario_text(workload, serving), "gqa.yaml");
+  const Scenario mha =
+      load_scenario_text(scenario_text(workload, serving), "mha.yaml", {"model.attention.kind=mha", "model.attention.kv_heads=32"});
+  ASSERT_DOUBLE_EQ(kv_cache_bytes_per_token(mha.model), 4.0 * kv_cache_bytes_per_token(gqa.model));
+  const ServingRun a = serve(gqa), b = serve(mha);
+  const auto blocks_a = a.metrics["pools"][0]["kv_blocks_per_gpu"].get<std::vector<std::int64_t>>();
+  const auto blocks_b = b.metrics["pools"][0]["kv_blocks_per_gpu"].get<std::vector<std::int64_t>>();
+  ASSERT_EQ(blocks_a.size(), 8u);
+  const std::int64_t pa = a.metrics["preemptions"].get<std::int64_t>(), pb = b.metrics["preemptions"].get<std::int64_t>();
+  std::printf("KV blocks per GPU: GQA %lld, MHA %lld; preemptions: GQA %lld, MHA %lld\n", static_cast<long long>(blocks_a[0]),
+              static_cast<long long>(blocks_b[0]), static_cast<long long>(pa), static_cast<long long>(pb));
+  for (std::size_t g = 0; g < blocks_a.size(); ++g) {
+    // 4× the bytes per token (and bigger K/V projections taking memory too): at most a quarter.
+    EXPECT_LE(4 * blocks_b[g], blocks_a[g]) << "GPU " << g;
+    EXPECT_GT(blocks_b[g], 0);
+  }
+  EXPECT_GT(pb, 10 * std::max<std::int64_t>(pa, 1));
+  EXPECT_GT(b.metrics["queue_delay_ms"]["mean"].get<double>(), a.metrics["queue_delay_ms"]["mean"].get<double>());
+  EXPECT_DOUBLE_EQ(b.metrics["kv_cache_peak_fraction"].get<double>(), 1.0);
+  // Preemptions in requests.csv add up to the run's.
+  std::int64_t sum = 0;
+  for (const auto& row : b.rows) sum += std::stoll(row.at("preemptions"));
+  EXPECT_EQ(sum, pb);
+}
+
+// ---- 9. Swap preemption ---------------------------------------------------------------------
+
+TEST(ServingLaws, SwapPreemptionMovesKvOverPcieAndEveryRequestCompletes) {
+  const Scenario s = load_scenario_text(
+      scenario_text("{kind: serving, requests: 300, arrival: {process: poisson, rate_per_s: 400}, "
+                    "prompt_tokens: {dist: uniform, min: 256, max: 1024}, output_tokens: {dist: uniform, min: 64, max: 256}}",
+                    "{max_num_seqs: 64, max_batched_tokens: 1024, gpu_memory_utilization: 0.036, preemption: swap}"),
+      "swap.yaml", {"model.attention.kind=mha", "model.attention.kv_heads=32"});
+  const ServingRun run = serve(s);
+  const double h2d = run.metrics["bytes"]["host_to_device"].get<double>();
+  const double kvb = kv_cache_bytes_per_token(s.model);
+  std::printf("swap: %lld preemptions, host<->device %.3g bytes (%.0f KV tokens)\n",
+              static_cast<long long>(run.metrics["preemptions"].get<std::int64_t>()), h2d, h2d / kvb);
+  EXPECT_GT(run.metrics["preemptions"].get<std::int64_t>(), 0);
+  EXPECT_GT(h2d, 0.0);
+  // Every swapped-out cache comes back whole: out and in, the same tokens.
+  EXPECT_EQ(std::fmod(h2d, 2.0 * kvb), 0.0);
+  ASSERT_EQ(run.rows.size(), 300u);
+  for (const auto& row : run.rows) {
+    EXPECT_GE(num(row, "finished_s"), num(row, "first_token_s"));
+    EXPECT_GT(num(row, "first_token_s"), num(row, "arrived_s"));
+  }
+  // Recompute on the same load moves nothing over PCIe.
+  const ServingRun rec = serve(load_scenario_text(
+      scenario_text("{kind: serving, requests: 300, arrival: {process: poisson, rate_per_s: 400}, "
+                    "prompt_tokens: {dist: uniform, min: 256, max: 1024}, output_tokens: {dist: uniform, min: 64, max: 256}}",
+                    "{max_num_seqs: 64, max_batched_tokens: 1024, gpu_memory_utilization: 0.036, preemption: recompute}"),
+      "recompute.yaml", {"model.attention.kind=mha", "model.attention.kv_heads=32"}));
+  EXPECT_GT(rec.metrics["preemptions"].get<std::int64_t>(), 0);
+  EXPECT_EQ(rec.metrics["bytes"]["host_to_device"].get<double>(), 0.0);
+}
+
+// ---- 7. Disaggregation ----------------------------------------------------------------------
+
+TEST(ServingLaws, DisaggregatedRequestsDecodeAfterTheirKvMoves) {
+  const Scenario s = load_scenario_text(
+      scenario_text("{kind: serving, requests: 120, arrival: {process: poisson, rate_per_s: 200}, "
+                    "prompt_tokens: {dist: uniform, min: 64, max: 900}, output_tokens: {dist: uniform, min: 1, max: 40}}",
+                    "{max_num_seqs: 32, max_batched_tokens: 2048}", "deployment: {prefill_gpus: 4, decode_gpus: 4}\n"),
+      "disagg.yaml");
+  Rig rig(s);
+  ASSERT_EQ(rig.pools.size(), 2u);
+  ServingEngine engine(rig.setup(), rig.pools, generate_requests(s.serving_workload, s.seed));
+  struct Move {
+    Tick start, end;
+    double bytes;
+    int src, dst;
+  };
+  std::vector<Move> moves;
+  std::vector<Tick> prefill_step_ends;
+  engine.on_transfer([&](const TaskGraph& g, const std::vector<TaskTiming>& timing) {
+    ASSERT_EQ(g.tasks().size(), 1u);
+    const Task& t = g.tasks()[0];
+    moves.push_back({timing[0].start, timing[0].end, t.bytes, t.src, t.dst});
+  });
+  engine.on_step([&](const StepRecord& st) {
+    if (st.pool == 0) {
+      prefill_step_ends.push_back(st.end);
+      EXPECT_EQ(st.decode_tokens, 0) << "the prefill pool decodes nothing";
+    } else {
+      EXPECT_EQ(st.prefill_tokens, 0) << "the decode pool prefills nothing";
+    }
+  });
+  engine.run();
+  const double kvb = kv_cache_bytes_per_token(s.model);
+  int multi = 0;
+  double bytes = 0.0;
+  for (const Request& r : engine.requests()) {
+    ASSERT_EQ(r.state, RequestState::kFinished);
+    EXPECT_EQ(static_cast<std::int64_t>(r.itl_ms.size()), r.spec.output_tokens - 1);
+    if (r.spec.output_tokens == 1) {
+      EXPECT_LT(r.gpu, 4) << "a one-token request ends on its prefill GPU";
+      continue;
+    }
+    ++multi;
+    EXPECT_GE(r.gpu, 4);
+    EXPECT_EQ(r.pool, 1);
+    // Its first token is the end of its KV cache's move, which starts when a prefill step ends.
+    const auto m = std::find_if(moves.begin(), moves.end(), [&](const Move& mv) {
+      return mv.end == r.first_token && mv.bytes == static_cast<double>(r.spec.prompt_tokens) * kvb;
+    });
+    ASSERT_NE(m, moves.end()) << "request " << r.spec.id;
+    EXPECT_GT(m->end, m->start);
+    EXPECT_NE(std::find(prefill_step_ends.begin(), prefill_step_ends.end(), m->start), prefill_step_ends.end())
+        << "request " << r.spec.id << ": its transfer starts at " << m->start;
+    bytes += m->bytes;
+  }
+  EXPECT_GT(multi, 50);
+  EXPECT_EQ(static_cast<int>(moves.size()), multi);
+  double moved = 0.0;
+  for (const Move& m : moves) moved += m.bytes;
+  EXPECT_DOUBLE_EQ(moved, bytes);
+
+  // The same through the run's metrics and requests.csv.
+  const ServingRun run = serve(s);
+  EXPECT_GE(run.metrics["bytes"]["intra_node"].get<double>(), moved);
+  EXPECT_EQ(run.metrics["pools"].size(), 2u);
+  for (const auto& row : run.rows) {
+    if (row.at("output_tokens") == "1") continue;
+    EXPECT_GE(std::stoi(row.at("gpu")), 4);
+    EXPECT_EQ(row.at("pool"), "1");
+  }
+}
+
 }  // namespace moesim
