@@ -224,6 +224,9 @@ TEST(ServingLaws, LoneRequestTtftAndItlsAreItsStepsAlone) {
     prev = r.itl_ms[static_cast<std::size_t>(i - 1)];
   }
   EXPECT_EQ(r.finished, r.last_token);
+  std::printf("lone request: TTFT %.4f ms (prefill of %lld alone %.4f ms), ITL %.5f .. %.5f ms\n",
+              ticks_to_ms(r.first_token - r.arrived), static_cast<long long>(prompt), ticks_to_ms(prefill), r.itl_ms.front(),
+              r.itl_ms.back());
 }
 
 TEST(ServingLaws, ChunkedPrefillTtftIsTheSumOfItsChunks) {
@@ -250,6 +253,9 @@ TEST(ServingLaws, ChunkedPrefillTtftIsTheSumOfItsChunks) {
   EXPECT_EQ(r.first_token - r.arrived, sum);
   EXPECT_EQ(r.first_token - r.arrived, expected)
       << "TTFT " << ticks_to_ms(r.first_token - r.arrived) << " ms vs chunks alone " << ticks_to_ms(expected) << " ms";
+  std::printf("chunked: TTFT %.4f ms = %lld chunks alone %.4f ms (whole prompt in one step %.4f ms)\n",
+              ticks_to_ms(r.first_token - r.arrived), static_cast<long long>(chunks), ticks_to_ms(expected),
+              ticks_to_ms(rig.chunk_alone(prompt, 0, 0)));
   // Chunking costs time: the whole prompt in one step is faster than four chunks of it.
   EXPECT_LT(rig.chunk_alone(prompt, 0, 0), expected);
 }
