@@ -435,6 +435,19 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
     if (v <= 0.0) diags.error(slo.where(k), std::string("'") + k + "' must be > 0, got " + fmt(v));
     (std::string(k) == "ttft_ms" ? cfg.slo_ttft_ms : cfg.slo_tpot_ms) = v;
   }
+  // Without chunked prefill a prefill runs whole in one step, so the longest must fit the token
+  // budget or its request never runs (the engine stalls). A recompute preemption prefills the
+  // prompt again with the tokens generated so far (up to output − 1); swap re-prefills prompts only.
+  if (!cfg.chunked_prefill && sw.prompt.largest() >= 1 && sw.output.largest() >= 1) {
+    const bool recompute = cfg.preemption == Preemption::kRecompute;
+    const std::int64_t longest = sw.prompt.largest() + (recompute ? sw.output.largest() - 1 : 0);
+    if (longest > cfg.max_batched_tokens)
+      diags.error(at_key(sc, "max_batched_tokens", s.serving_where),
+                  "'max_batched_tokens' (" + std::to_string(cfg.max_batched_tokens) +
+                      ") is smaller than the longest prefill (" + std::to_string(longest) + " tokens: the longest prompt" +
+                      (recompute ? " plus the longest output − 1, re-prefilled after a recompute preemption" : "") +
+                      ") with chunked_prefill off: it would never be scheduled (raise it, or turn chunked_prefill on)");
+  }
   serving_res = sc.to_yaml();
   serving_res["slo"] = slo.to_yaml();
 
