@@ -168,11 +168,15 @@ def produce(cfg: Config, out: Path, args: list, outputs: list[Path], *, inputs: 
     stamp.write_text(json.dumps(_stamp(args, inputs), indent=1))
 
 
-def sweep(cfg: Config, scenario: str, out: Path, grid: list[str], sets: list[str]) -> Path:
-    """`moesim sweep SCENARIO --grid ... --set ... --out OUT`; returns OUT/results.csv."""
+def sweep(cfg: Config, scenario: str, out: Path, grid: list[str], sets: list[str],
+          zips: list[str] = ()) -> Path:
+    """`moesim sweep SCENARIO --grid ... --zip ... --set ... --out OUT`; returns OUT/results.csv.
+    The `zips` lists advance together (one more dimension, innermost)."""
     args = ["sweep", scenario, "--out", out]
     for g in grid:
         args += ["--grid", g]
+    for z in zips:
+        args += ["--zip", z]
     for s in sets:
         args += ["--set", s]
     produce(cfg, out, args, [out / "results.csv", out / "results.jsonl"], inputs=[scenario],
