@@ -14,12 +14,7 @@
 
 namespace moesim {
 
-namespace {
-
-/// The pools of the scenario's deployment, each with its policy and predictor set up and its
-/// KV cache sized. Problems of a plug-in are located at its entry; a KV cache that cannot hold
-/// the longest request is located at the workload.
-std::vector<ServingPool> make_pools(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
+std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
                                     const PluginEntry& policy, const PluginEntry& predictor) {
   struct Part {
     PoolRole role;
@@ -72,6 +67,8 @@ std::vector<ServingPool> make_pools(const Scenario& s, const Cluster& cluster, c
   return pools;
 }
 
+namespace {
+
 /// Request lanes beside the GPUs' in the Chrome trace: queued, prefill (to the first token),
 /// decode (to the last).
 void add_request_lanes(ChromeTrace& trace, const std::vector<Request>& requests) {
@@ -88,8 +85,8 @@ void add_request_lanes(ChromeTrace& trace, const std::vector<Request>& requests)
 void check_serving_fits(const Scenario& s) {
   const Cluster cluster(s.hardware);
   const auto routing = make_routing(s);
-  for (const auto& entry : s.policies) make_pools(s, cluster, *routing, entry, s.predictors.front());
-  for (const auto& pred : s.predictors) make_pools(s, cluster, *routing, s.policies.front(), pred);
+  for (const auto& entry : s.policies) make_serving_pools(s, cluster, *routing, entry, s.predictors.front());
+  for (const auto& pred : s.predictors) make_serving_pools(s, cluster, *routing, s.policies.front(), pred);
 }
 
 nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const PluginEntry& predictor,
@@ -97,7 +94,7 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   const Cluster cluster(s.hardware);
   const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
   const auto routing = make_routing(s);
-  std::vector<ServingPool> pools = make_pools(s, cluster, *routing, policy, predictor);
+  std::vector<ServingPool> pools = make_serving_pools(s, cluster, *routing, policy, predictor);
 
   ServingSetup setup;
   setup.model = &s.model;

@@ -7,11 +7,18 @@
 #include <nlohmann/json.hpp>
 
 #include "app/scenario.hpp"
+#include "serving/pool.hpp"
 
 namespace moesim {
 
 /// Called as the simulation advances: simulated seconds, requests finished, requests in all.
 using ServingProgress = std::function<void(double simulated_s, std::int64_t finished, std::int64_t total)>;
+
+/// The pools of the scenario's deployment for one (policy, predictor), each with its policy and
+/// predictor set up and its KV cache sized. Problems of a plug-in are located at its entry; a KV
+/// cache that cannot hold the longest request is located at the workload.
+std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
+                                            const PluginEntry& policy, const PluginEntry& predictor);
 
 /// Builds every policy's pools and checks that each KV cache holds at least the longest
 /// request (InputError located at the workload otherwise). `validate` and `run` call it.

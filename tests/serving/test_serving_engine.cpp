@@ -60,8 +60,8 @@ class RoundRobinRouting : public RoutingModel {
   }
 };
 
-// Everything a ServingEngine needs, built as app/serving_run.cpp builds it (colocated or
-// disaggregated pools, KV caches sized by the same rule), with a routing model of our choosing.
+// Everything a ServingEngine needs, built by app/serving_run.cpp's make_serving_pools (colocated
+// or disaggregated pools, KV caches sized by the same rule), with a routing model of our choosing.
 struct Rig {
   Scenario s;
   std::unique_ptr<Cluster> cluster;
@@ -73,35 +73,7 @@ struct Rig {
     cluster = std::make_unique<Cluster>(s.hardware);
     cost = std::make_unique<ComputeCostModel>(ComputeCostModel::for_cluster(s.hardware));
     routing = round_robin ? std::make_unique<RoundRobinRouting>(routing_context(s)) : make_routing(s);
-    struct Part {
-      PoolRole role;
-      int first, gpus;
-    };
-    std::vector<Part> parts;
-    if (s.deployment.disaggregated()) {
-      parts.push_back({PoolRole::kPrefill, 0, s.deployment.prefill_gpus});
-      parts.push_back({PoolRole::kDecode, s.deployment.prefill_gpus, s.deployment.decode_gpus});
-    } else {
-      parts.push_back({PoolRole::kColocated, 0, cluster->num_gpus()});
-    }
-    for (const Part& part : parts) {
-      ServingPool pool;
-      pool.role = part.role;
-      pool.first_gpu = part.first;
-      pool.gpus = part.gpus;
-      pool.view = std::make_unique<Cluster>(pool_spec(s.hardware, part.first, part.gpus));
-      pool.shape = std::make_unique<PrefillWorkload>(s.workload);
-      pool.shape->batch_size = part.gpus;
-      pool.ctx = std::make_unique<PolicyContext>(policy_context(s, *pool.view, *routing, pool.shape.get()));
-      pool.policy = policies().get(s.policies.front().name).value.make(s.policies.front().params);
-      pool.policy->setup(*pool.ctx);
-      const PredictorContext pctx = predictor_context(s, *pool.view, *routing, pool.shape.get());
-      pool.predictor = predictors().get(s.predictors.front().name).value.make(s.predictors.front().params);
-      pool.predictor->setup(pctx);
-      pool.kv_blocks = kv_cache_blocks(pool, s.serving.gpu_memory_utilization, s.serving.max_batched_tokens,
-                                       s.serving.kv_block_tokens, kv_cache_bytes_per_token(s.model));
-      pools.push_back(std::move(pool));
-    }
+    pools = make_serving_pools(s, *cluster, *routing, s.policies.front(), s.predictors.front());
   }
 
   ServingSetup setup() const {
