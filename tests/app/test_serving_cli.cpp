@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -182,6 +183,37 @@ TEST_F(ServingCli, BadServingInputExits2LocatedAndWritesNothing) {
                                                          serving));
     const auto val = testing_support::run_cli_captured({"validate", file});
     EXPECT_EQ(val.code, 0) << serving << ": " << val.err;
+  }
+}
+
+}  // namespace moesim
+
+namespace moesim {
+
+// The Chrome trace of a serving run has a `requests` process beside the GPUs, a lane per request
+// with its queued / prefill / decode slices in order, and the steps' tasks on the GPUs' lanes.
+TEST_F(ServingCli, TraceHasARequestLaneBesideTheGpus) {
+  const std::string file = write("s.yaml", scenario() + "output: {trace: true}\n");
+  const auto r = testing_support::run_cli_captured({"run", file, "--out", (dir / "t").string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto trace = nlohmann::json::parse(slurp(dir / "t" / "trace-static-ep.json"));
+  int requests_pid = -1;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == "requests") requests_pid = e["pid"];
+  ASSERT_EQ(requests_pid, 8);  // after GPUs 0..7
+  std::map<std::int64_t, std::vector<std::pair<std::string, double>>> lanes;
+  int gpu_slices = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["pid"] == requests_pid) lanes[e["tid"].get<std::int64_t>()].push_back({e["name"], e["ts"].get<double>()});
+    else ++gpu_slices;
+  }
+  EXPECT_EQ(lanes.size(), 60u);
+  EXPECT_GT(gpu_slices, 0);
+  for (const auto& [id, slices] : lanes) {
+    ASSERT_GE(slices.size(), 2u) << "request " << id;
+    EXPECT_EQ(slices.back().first, "decode");
+    for (std::size_t i = 1; i < slices.size(); ++i) EXPECT_LE(slices[i - 1].second, slices[i].second) << "request " << id;
   }
 }
 
