@@ -1,3 +1,4 @@
+#include "sim/flow_network.hpp"
 #include "app/runner.hpp"
 
 #include <algorithm>

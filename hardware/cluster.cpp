@@ -280,7 +280,7 @@ const std::vector<LinkId>& Cluster::route(int src, int dst) const {
   return routes_[src][dst];
 }
 
-void Cluster::install(FlowNetwork& net) const {
+void Cluster::install(NetworkBackend& net) const {
   for (std::size_t i = 0; i < links_.size(); ++i) {
     const LinkInfo& l = links_[i];
     const LinkId id = net.add_link(l.name, l.bandwidth_Bps, l.latency);

@@ -7,7 +7,7 @@
 
 #include "hardware/calibration.hpp"
 #include "hardware/gpu_spec.hpp"
-#include "sim/flow_network.hpp"
+#include "sim/network_backend.hpp"
 #include "core/registry.hpp"
 
 namespace moesim {
@@ -89,7 +89,7 @@ class Cluster {
   /// Directed links from endpoint `src` to endpoint `dst` (empty when src == dst).
   const std::vector<LinkId>& route(int src, int dst) const;
   /// Adds every link to `net` so that LinkId == index in links().
-  void install(FlowNetwork& net) const;
+  void install(NetworkBackend& net) const;
   /// The narrowest link bandwidth on a route (bytes/s); infinity for an empty route.
   double route_bandwidth_Bps(int src, int dst) const;
   /// The sum of the per-hop latencies on a route (0 for an empty route).

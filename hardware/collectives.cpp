@@ -1,3 +1,4 @@
+#include "sim/flow_network.hpp"
 #include "hardware/collectives.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+#include "sim/flow_network.hpp"
 #include "serving/engine.hpp"
 
 #include <algorithm>

@@ -9,40 +9,26 @@
 #include <string>
 #include <vector>
 
+#include "sim/network_backend.hpp"
 #include "sim/simulator.hpp"
 
 namespace moesim {
 
-using LinkId = std::uint32_t;
-using FlowId = std::uint64_t;
-
-/// One directed link (a full-duplex cable is two links).
-struct Link {
-  std::string name;
-  double bandwidth_Bps = 0.0;  ///< bytes per second, > 0
-  Tick latency = 0;            ///< per-hop latency
-  // Statistics.
-  double bytes_carried = 0.0;
-};
-
-/// Shares link bandwidth between concurrent flows (max-min fair) and times their completion.
-class FlowNetwork {
+/// Shares link bandwidth between concurrent flows (max-min fair) and times their completion:
+/// the `flow` network backend.
+class FlowNetwork final : public NetworkBackend {
  public:
-  using DoneCallback = std::function<void()>;
-
   explicit FlowNetwork(Simulator& sim) : sim_(sim) {}
 
-  LinkId add_link(std::string name, double bandwidth_Bps, Tick latency);
-  const Link& link(LinkId id) const { return links_[id]; }
-  std::size_t link_count() const { return links_.size(); }
+  LinkId add_link(std::string name, double bandwidth_Bps, Tick latency) override;
+  const Link& link(LinkId id) const override { return links_[id]; }
+  std::size_t link_count() const override { return links_.size(); }
 
-  /// Starts moving `bytes` along `path` now; `on_done` runs when the last byte arrives.
-  /// An empty path (source == destination) completes at once, at this tick.
-  FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done);
+  FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) override;
 
   /// Current rate of an active flow in bytes/s (0 while in its latency phase or unknown).
   double flow_rate_Bps(FlowId id) const;
-  std::size_t active_flows() const { return active_.size(); }
+  std::size_t active_flows() const override { return active_.size(); }
   /// Number of times rates were recomputed (for benchmarks).
   std::uint64_t reallocations() const { return reallocations_; }
 

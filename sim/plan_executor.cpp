@@ -12,7 +12,7 @@ namespace {
 constexpr std::size_t kCompactAfter = 64;
 }  // namespace
 
-PlanExecutor::PlanExecutor(Simulator& sim, FlowNetwork& net, int num_gpus, Hooks hooks)
+PlanExecutor::PlanExecutor(Simulator& sim, NetworkBackend& net, int num_gpus, Hooks hooks)
     : sim_(sim), net_(net), hooks_(std::move(hooks)), compute_(num_gpus), engines_(num_gpus) {
   for (int g = 0; g < num_gpus; ++g) compute_[g].gpu = g;
 }

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "sim/flow_network.hpp"
+#include "sim/network_backend.hpp"
 #include "sim/simulator.hpp"
 #include "sim/task_graph.hpp"
 
@@ -49,7 +49,7 @@ class PlanExecutor {
   /// FIFO, index 0. The chooser must not call back into the executor.
   using StreamChooser = std::function<std::size_t(int gpu, std::span<const ReadyTask> waiting)>;
 
-  PlanExecutor(Simulator& sim, FlowNetwork& net, int num_gpus, Hooks hooks);
+  PlanExecutor(Simulator& sim, NetworkBackend& net, int num_gpus, Hooks hooks);
 
   /// Runs `plan` from the simulator's current time until every task is done (draining the
   /// simulator, so graphs submitted earlier finish too). Throws std::logic_error if some task
@@ -109,7 +109,7 @@ class PlanExecutor {
   Stream& stream_of(const Task& t);
 
   Simulator& sim_;
-  FlowNetwork& net_;
+  NetworkBackend& net_;
   Hooks hooks_;
   StreamChooser chooser_;
   std::vector<Graph> graphs_;  ///< slot map; a slot is free when its plan is null

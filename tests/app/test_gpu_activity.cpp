@@ -9,6 +9,7 @@
 #include <numeric>
 #include <unistd.h>
 
+#include "sim/flow_network.hpp"
 #include "app/metrics.hpp"
 #include "policies/expert_parallel.hpp"
 #include "sim/chrome_trace.hpp"

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "sim/flow_network.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "hardware/cost_model.hpp"

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/flow_network.hpp"
 #include "hardware/cluster.hpp"
 
 namespace moesim {

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "sim/flow_network.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "hardware/cost_model.hpp"

@@ -10,6 +10,7 @@
 
 #include <numeric>
 
+#include "sim/flow_network.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/model_spec.hpp"
 #include "serving/batch_planner.hpp"

@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "sim/flow_network.hpp"
 #include "hardware/collectives.hpp"
 #include "models/model_spec.hpp"
 #include "serving/batch_planner.hpp"

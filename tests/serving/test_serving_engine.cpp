@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/flow_network.hpp"
 #include "app/run_context.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/flow_network.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {

@@ -1,6 +1,7 @@
 // Plan execution: compute streams serialise, transfers use the network, dependencies hold.
 #include <gtest/gtest.h>
 
+#include "sim/flow_network.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/flow_network.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/routing.hpp"
 #include "serving/batch_planner.hpp"

@@ -1,0 +1,50 @@
+#pragma once
+// The interface between the system layer (the plan executor, collectives) and a network model,
+// in the spirit of ASTRA-sim's separation of system and network layers: the system starts
+// transfers along routes of directed links and is told when each one has arrived; how long that
+// takes is the backend's business. Backends: `flow` (flow-level max-min fair sharing,
+// sim/flow_network.hpp) and `analytic` (sim/analytic_network.hpp).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/simulator.hpp"
+
+namespace moesim {
+
+using LinkId = std::uint32_t;
+using FlowId = std::uint64_t;
+
+/// One directed link (a full-duplex cable is two links).
+struct Link {
+  std::string name;
+  double bandwidth_Bps = 0.0;  ///< bytes per second, > 0
+  Tick latency = 0;            ///< per-hop latency
+  // Statistics.
+  double bytes_carried = 0.0;
+};
+
+/// A network model: links, and transfers along paths of them.
+class NetworkBackend {
+ public:
+  using DoneCallback = std::function<void()>;
+  virtual ~NetworkBackend() = default;
+
+  /// Adds a directed link; throws std::invalid_argument for bandwidth <= 0 or latency < 0.
+  virtual LinkId add_link(std::string name, double bandwidth_Bps, Tick latency) = 0;
+  virtual const Link& link(LinkId id) const = 0;
+  virtual std::size_t link_count() const = 0;
+
+  /// Starts moving `bytes` along `path` now; `on_done` runs when the last byte arrives.
+  /// An empty path (source == destination) completes at once, at this tick.
+  virtual FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) = 0;
+  /// Transfers started and not yet arrived.
+  virtual std::size_t active_flows() const = 0;
+};
+
+/// The backends by name: "flow" (default) or "analytic".
+std::unique_ptr<NetworkBackend> make_network(const std::string& model, Simulator& sim);
+
+}  // namespace moesim
