@@ -45,6 +45,11 @@ PolicyContext policy_context(const Scenario& s, const Cluster& cluster, const Ro
 PredictorContext predictor_context(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
                                    const PrefillWorkload* shape = nullptr);
 
+/// Whether the scenario's layers are routed at count level (issue 13): when no policy, predictor
+/// or routing model of the scenario needs token identities and `routing.draws` is `auto`. One
+/// answer for the whole scenario, so every run is compared on the same routing draws.
+bool count_level_routing(const Scenario& s, const RoutingModel& routing);
+
 /// Per (batch, MoE layer) streams of the predictors' own draws (see run_context.cpp).
 inline constexpr std::uint64_t kPredictorStream = 0x93ED1C7ULL;
 

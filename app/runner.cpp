@@ -88,6 +88,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   const PredictorContext pctx = predictor_context(s, cluster, *routing);
   auto predictor = predictors().get(pred.name).value.make(pred.params);
   at_entry(pred, [&] { predictor->setup(pctx); });
+  const bool by_count = count_level_routing(s, *routing);
 
   Simulator sim;
   FlowNetwork net(sim);
@@ -108,7 +109,8 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
     std::vector<Forecast> forecasts;
     for (int l = 0; l < moe_layers; ++l) {
       Rng rng = Rng::derive(s.seed, ub, static_cast<std::uint64_t>(l));
-      layers.push_back(routing->route(b, l, s.workload.tokens_per_batch(), rng));
+      layers.push_back(by_count ? routing->route_counts(b, l, home, rng)
+                                : routing->route(b, l, s.workload.tokens_per_batch(), rng));
       skew.push_back(layers.back().skewness());
     }
     // Every layer's forecast exists before the batch is planned: each is spent before its

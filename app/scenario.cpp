@@ -115,9 +115,21 @@ void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s,
     diags.error(s.routing.where, unknown_name_message("routing model", s.routing.kind, routing_models().names()));
     return;
   }
-  s.routing.params = read_params(map, entry->value.params, src, diags, {"kind"});
+  s.routing.params = read_params(map, entry->value.params, src, diags, {"kind", "draws"});
+  std::vector<std::string> routing_keys{"kind"};
+  for (const ParamSpec& p : entry->value.params) routing_keys.push_back(p.name);
+  const ParamSet draws = read_params(
+      map,
+      {ParamSpec{"draws", ParamType::kString, "auto", "",
+                 "auto: a layer is drawn as selections per (GPU, expert) when the policy, the predictor and the "
+                 "routing model need no token identities (O(GPUs x experts) per layer, same per-expert marginals); "
+                 "tokens: always token by token",
+                 {}, {}, {"auto", "tokens"}}},
+      src, diags, routing_keys);
+  s.routing.token_draws = draws.get_string("draws") == "tokens";
   resolved = s.routing.params.to_yaml();
   resolved["kind"] = s.routing.kind;
+  resolved["draws"] = draws.get_string("draws");
 }
 
 // An option's resolved value as one line of YAML (lists in flow style), for automatic labels.

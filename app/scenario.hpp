@@ -34,6 +34,7 @@ using PredictorEntry = PluginEntry;
 /// The routing model chosen under `workload.routing`.
 struct RoutingChoice {
   std::string kind;
+  bool token_draws = false;  ///< `draws: tokens`: never count-level
   ParamSet params;
   SourceLocation where;
 };

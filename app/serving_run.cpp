@@ -104,6 +104,7 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   setup.scheduler = s.serving;
   setup.arrival = s.serving_workload.arrival;
   setup.seed = s.seed;
+  setup.count_level = count_level_routing(s, *routing);
   ServingEngine engine(setup, pools, generate_requests(s.serving_workload, s.seed));
 
   ServingMetrics metrics(cluster, s.serving_workload.warmup_requests);

@@ -10,9 +10,13 @@
 namespace moesim {
 
 std::vector<std::int64_t> LayerRouting::expert_counts() const {
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(num_experts), 0);
-  for (const std::int32_t e : experts) ++counts[static_cast<std::size_t>(e)];
-  return counts;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(num_experts), 0);
+  if (by_count) {
+    for (std::size_t i = 0; i < counts.size(); ++i) out[i % static_cast<std::size_t>(num_experts)] += counts[i];
+    return out;
+  }
+  for (const std::int32_t e : experts) ++out[static_cast<std::size_t>(e)];
+  return out;
 }
 
 double LayerRouting::skewness() const {

@@ -28,6 +28,13 @@ struct LayerRouting {
   /// MoE-GPS App. B's conditional-probability predictor conditions on them.
   std::vector<std::int32_t> token_ids;
 
+  /// Count-level form (issue 13's count-level routing): `experts` and `token_ids` are empty and
+  /// `counts[g * num_experts + e]` holds the selections of expert e by the tokens of source GPU g,
+  /// for `sources` sources laid out in order (the tokens of source 0 first, as token_home is).
+  std::vector<std::int64_t> counts;
+  int sources = 0;
+  bool by_count = false;
+
   std::int32_t expert(std::int64_t token, int slot) const { return experts[token * top_k + slot]; }
   /// Selections per expert.
   std::vector<std::int64_t> expert_counts() const;
@@ -35,6 +42,25 @@ struct LayerRouting {
   double skewness() const;
   bool has_token_ids() const { return !token_ids.empty(); }
 };
+
+/// Calls f(source GPU, expert, n) for the selections of `r`: in token order, one selection at a
+/// time (n = 1), for a token-level routing (`token_home[t]`: token t's GPU); per (source, expert)
+/// in source order for a count-level one. Tokens are laid out source by source, so any state
+/// kept per expert (quotas, capacities) sees the selections of each expert in the same order
+/// either way, and per-(source, expert) totals are identical.
+template <typename F>
+void for_each_selection(const LayerRouting& r, const std::vector<int>& token_home, F&& f) {
+  if (r.by_count) {
+    for (int g = 0; g < r.sources; ++g)
+      for (int e = 0; e < r.num_experts; ++e) {
+        const std::int64_t n = r.counts[static_cast<std::size_t>(g) * static_cast<std::size_t>(r.num_experts) + static_cast<std::size_t>(e)];
+        if (n > 0) f(g, e, n);
+      }
+    return;
+  }
+  for (std::int64_t t = 0; t < r.num_tokens; ++t)
+    for (int s = 0; s < r.top_k; ++s) f(token_home[static_cast<std::size_t>(t)], r.expert(t, s), std::int64_t{1});
+}
 
 /// Position of token `token` in its sequence: token mod seq_len; the batch index itself when
 /// seq_len <= 0 (unknown: the batch is taken as one sequence).
@@ -79,6 +105,12 @@ class RoutingModel {
   virtual LayerRouting route_tokens(int step, int moe_layer, const std::vector<TokenRef>& tokens, Rng& rng) const {
     return route(step, moe_layer, static_cast<std::int64_t>(tokens.size()), rng);
   }
+  /// Count-level routing: how many selections the tokens of each source GPU (`tokens[g]` of
+  /// them) make of each expert, drawn directly in O(sources · E log E) (see count_sample); the
+  /// same per-expert marginals as route()'s token draws. Models whose token structure matters
+  /// (`token-conditioned`) return false from supports_counts() and are always routed by token.
+  virtual LayerRouting route_counts(int batch, int moe_layer, const std::vector<std::int64_t>& tokens, Rng& rng) const;
+  virtual bool supports_counts() const { return true; }
 
  protected:
   explicit RoutingModel(RoutingContext ctx) : ctx_(std::move(ctx)) {}
@@ -103,6 +135,18 @@ std::vector<double> inclusion_probabilities(const std::vector<double>& p, int to
 /// The expert order is reshuffled with `rng` every 256 tokens (so co-selected pairs vary); then
 /// one uniform draw per token.
 LayerRouting systematic_sample(const std::vector<double>& pi, int top_k, std::int64_t tokens, Rng& rng);
+
+/// Count-level counterpart of systematic_sample: for each source g, the selections of its
+/// `tokens[g]` tokens per expert. Systematic sampling maps each token's uniform u to a k-subset
+/// that is constant on the segments between the fractional parts of the cumulative inclusion
+/// probabilities; so the tokens of a source fall into those segments multinomially (segment
+/// lengths as probabilities), and each segment adds its subset. Every expert's count is then
+/// Binomial(tokens, π_e) as with token draws, and each source's counts sum to tokens · k. The
+/// multinomial uses exact binomial inversion for small means and a rounded normal for large
+/// ones (mean and variance both ≥ 20 away from the bounds), where the two are indistinguishable.
+LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::vector<std::int64_t>& tokens, Rng& rng);
+/// Binomial(n, p) draw (inversion for small means, rounded normal otherwise; see count_sample).
+std::int64_t binomial_draw(std::int64_t n, double p, Rng& rng);
 
 /// A routing model whose distribution depends only on the MoE layer: `rows[moe_layer % rows]`.
 /// One row gives the same distribution everywhere (uniform, skewed, zipf, ...); several rows

@@ -125,6 +125,9 @@ class TokenConditionedRouting final : public RoutingModel {
     zipf_cdf_.back() = 1.0;
   }
 
+  /// Token identities are the point of this model: it is always routed token by token.
+  bool supports_counts() const override { return false; }
+
   /// The aggregate shares: preferences are built to follow p, so p is every layer's distribution.
   std::vector<double> distribution(int /*batch*/, int /*moe_layer*/, Rng& /*rng*/) const override { return p_; }
 

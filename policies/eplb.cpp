@@ -140,6 +140,7 @@ namespace {
 
 class Eplb final : public ExpertParallelPolicy {
  public:
+  bool accepts_counts() const override { return true; }
   explicit Eplb(const ParamSet& p)
       : redundant_option_(p.get_int("redundant_experts")),
         hierarchical_(p.get_string("packing") == "hierarchical"),

@@ -30,6 +30,7 @@ namespace {
 
 class EvenSplit final : public ExpertParallelPolicy {
  public:
+  bool accepts_counts() const override { return true; }
   explicit EvenSplit(const ParamSet& p) : weights_(p.get_string("weights")) {}
 
   void setup(const PolicyContext& ctx) override {

@@ -377,12 +377,10 @@ Dispatch ExflowPolicy::dispatch(const PolicyContext& ctx, const MoeLayerInput& i
   const LayerRouting& r = *in.routing;
   const auto &home = *in.token_home, &own = owner_[in.moe_index];
   Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
-  for (std::int64_t t = 0; t < r.num_tokens; ++t)
-    for (int s = 0; s < r.top_k; ++s) {
-      const int e = r.expert(t, s);
-      ++d.send[home[t]][own[e]];
-      ++d.load[own[e]][e];
-    }
+  for_each_selection(r, home, [&](int g, int e, std::int64_t n) {
+    d.send[g][own[e]] += n;
+    d.load[own[e]][e] += n;
+  });
   if (!previous_.empty()) {
     const auto& old = previous_[in.moe_index];
     for (int e = 0; e < ctx.model.experts; ++e)

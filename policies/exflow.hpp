@@ -66,6 +66,8 @@ ExflowPlacement exflow_keep_in_place(const ExflowPlacement& placement, const Exf
 /// The registered `exflow` policy: a profiled static placement, optionally re-solved.
 class ExflowPolicy final : public ExpertParallelPolicy {
  public:
+  /// Re-solves keep the routing they observed token by token (inter-layer affinity needs tokens).
+  bool accepts_counts() const override { return resolve_every_ == 0; }
   explicit ExflowPolicy(const ParamSet& p)
       : placement_(p.get_string("placement")),
         profile_batches_(static_cast<int>(p.get_int("profile_batches"))),

@@ -27,6 +27,7 @@ namespace {
 
 class FasterMoe final : public StaticLayoutWithCopies {
  public:
+  bool accepts_counts() const override { return true; }
   explicit FasterMoe(const ParamSet& p)
       : StaticLayoutWithCopies(p.get_string("placement")),
         threshold_(p.get_float("threshold")),
@@ -41,13 +42,11 @@ class FasterMoe final : public StaticLayoutWithCopies {
     const std::vector<char> shadow = shadowed(ctx, in);
 
     Dispatch d(G, E);
-    for (std::int64_t t = 0; t < r.num_tokens; ++t)
-      for (int s = 0; s < r.top_k; ++s) {
-        const int e = r.expert(t, s);
-        const int g = shadow[e] ? home[t] : owner()[e];  // shadowed: computed where the token lives
-        ++d.send[home[t]][g];
-        ++d.load[g][e];
-      }
+    for_each_selection(r, home, [&](int h, int e, std::int64_t n) {
+      const int g = shadow[e] ? h : owner()[e];  // shadowed: computed where the token lives
+      d.send[h][g] += n;
+      d.load[g][e] += n;
+    });
     for (int e = 0; e < E; ++e) {
       if (!shadow[e]) continue;
       for (int g = 0; g < G; ++g)
@@ -68,11 +67,9 @@ class FasterMoe final : public StaticLayoutWithCopies {
     const int E = ctx.model.experts;
     const std::vector<std::int64_t> load = r.expert_counts();
     std::vector<std::int64_t> remote(E, 0);  // selections whose token lives off the owner
-    for (std::int64_t t = 0; t < r.num_tokens; ++t)
-      for (int s = 0; s < r.top_k; ++s) {
-        const int e = r.expert(t, s);
-        if (home[t] != owner()[e]) ++remote[e];
-      }
+    for_each_selection(r, home, [&](int h, int e, std::int64_t n) {
+      if (h != owner()[e]) remote[e] += n;
+    });
     const double mean = static_cast<double>(std::accumulate(load.begin(), load.end(), std::int64_t{0})) / E;
     const double eb = ctx.model.expert_bytes();
     const double tb = token_bytes(ctx.model);

@@ -34,11 +34,8 @@ std::vector<std::int64_t> TokenSchedule::per_destination() const {
 TokenSchedule harmoeny_initial_schedule(const LayerRouting& routing, const std::vector<int>& token_home,
                                         const std::vector<int>& owner, int gpus) {
   TokenSchedule s(gpus, static_cast<int>(owner.size()));
-  for (std::int64_t t = 0; t < routing.num_tokens; ++t)
-    for (int k = 0; k < routing.top_k; ++k) {
-      const int e = routing.expert(t, k);
-      ++s(token_home[static_cast<std::size_t>(t)], e, owner[static_cast<std::size_t>(e)]);
-    }
+  for_each_selection(routing, token_home,
+                     [&](int g, int e, std::int64_t n) { s(g, e, owner[static_cast<std::size_t>(e)]) += n; });
   return s;
 }
 
@@ -120,6 +117,7 @@ constexpr double kMetadataCounterBytes = 8.0;
 
 class Harmoeny final : public ExpertParallelPolicy {
  public:
+  bool accepts_counts() const override { return true; }
   explicit Harmoeny(const ParamSet& p)
       : placement_name_(p.get_string("placement")),
         q_option_(p.get_int("q")),

@@ -73,6 +73,10 @@ class Policy {
   /// estimate's activations): the full FFN width (doubled for SwiGLU's gate), unless the policy
   /// shards experts.
   virtual std::int64_t expert_intermediate_width(const PolicyContext& ctx) const;
+  /// True when the policy needs only how many selections go from each source GPU to each
+  /// expert, so layers may be routed at count level (LayerRouting::by_count); false (the
+  /// default) when it looks at individual tokens.
+  virtual bool accepts_counts() const { return false; }
 };
 
 /// Registry entry: a one-line description is the registry's; this holds options and factory.

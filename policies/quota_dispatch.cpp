@@ -12,33 +12,40 @@ std::vector<std::int64_t> even_quotas(std::int64_t count, int n, int first) {
 
 void assign_home_first(const LayerRouting& r, const std::vector<int>& home, const std::vector<std::vector<int>>& gpus_of,
                        std::vector<std::vector<std::int64_t>>& quota, Dispatch& d) {
-  auto assign = [&](std::int64_t t, int e, std::size_t i) {
-    --quota[e][i];
-    ++d.send[home[t]][gpus_of[e][i]];
-    ++d.load[gpus_of[e][i]][e];
+  auto assign = [&](int g, int e, std::size_t i, std::int64_t n) {
+    quota[e][i] -= n;
+    d.send[g][gpus_of[e][i]] += n;
+    d.load[gpus_of[e][i]][e] += n;
   };
-  // Pass 1: selections whose home GPU holds the expert with quota left stay local.
-  std::vector<char> placed(r.experts.size(), 0);
-  for (std::int64_t t = 0; t < r.num_tokens; ++t)
-    for (int s = 0; s < r.top_k; ++s) {
-      const int e = r.expert(t, s);
-      for (std::size_t i = 0; i < gpus_of[e].size(); ++i)
-        if (gpus_of[e][i] == home[t] && quota[e][i] > 0) {
-          assign(t, e, i);
-          placed[t * r.top_k + s] = 1;
-          break;
-        }
-    }
+  // Pass 1: selections whose home GPU holds the expert with quota left stay local (up to the
+  // quota). What is left goes to pass 2, per (home GPU, expert) in token order.
+  struct Rest {
+    int g, e;
+    std::int64_t n;
+  };
+  std::vector<Rest> rest;
+  for_each_selection(r, home, [&](int g, int e, std::int64_t n) {
+    for (std::size_t i = 0; i < gpus_of[e].size() && n > 0; ++i)
+      if (gpus_of[e][i] == g && quota[e][i] > 0) {
+        const std::int64_t local = std::min(n, quota[e][i]);
+        assign(g, e, i, local);
+        n -= local;
+        break;
+      }
+    if (n > 0) rest.push_back({g, e, n});
+  });
   // Pass 2: the rest fill the remaining quotas in order.
   std::vector<std::size_t> next(gpus_of.size(), 0);
-  for (std::int64_t t = 0; t < r.num_tokens; ++t)
-    for (int s = 0; s < r.top_k; ++s) {
-      if (placed[t * r.top_k + s]) continue;
-      const int e = r.expert(t, s);
+  for (Rest& x : rest) {
+    while (x.n > 0) {
+      const int e = x.e;
       while (next[e] < quota[e].size() && quota[e][next[e]] == 0) ++next[e];
       if (next[e] == quota[e].size()) throw std::logic_error("assign_home_first: quotas short of selections");
-      assign(t, e, next[e]);
+      const std::int64_t take = std::min(x.n, quota[e][next[e]]);
+      assign(x.g, e, next[e], take);
+      x.n -= take;
     }
+  }
 }
 
 }  // namespace moesim

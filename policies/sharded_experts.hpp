@@ -19,6 +19,7 @@ namespace moesim {
 /// `distribute_tokens`, the sharded expert compute, `collect_outputs`, the merge at home.
 class ShardedExpertsPolicy : public Policy {
  public:
+  bool accepts_counts() const override { return true; }
   /// `fused`: one grouped kernel per projection over all expert slices (MoEShard §3.3 with
   /// MegaBlocks) rather than one kernel per expert slice and projection.
   explicit ShardedExpertsPolicy(bool fused) : fused_(fused) {}

@@ -29,6 +29,9 @@ class StaticExpertParallel final : public ExpertParallelPolicy {
     return bytes;
   }
 
+ public:
+  bool accepts_counts() const override { return true; }
+
  protected:
   Dispatch dispatch(const PolicyContext& ctx, const MoeLayerInput& in) override {
     const LayerRouting& r = *in.routing;
@@ -40,19 +43,14 @@ class StaticExpertParallel final : public ExpertParallelPolicy {
       capacity = static_cast<std::int64_t>(std::ceil(capacity_factor_ * mean));
     }
     std::vector<std::int64_t> taken(ctx.model.experts, 0);
-    for (std::int64_t t = 0; t < r.num_tokens; ++t) {
-      for (int s = 0; s < r.top_k; ++s) {
-        const int e = r.expert(t, s);
-        if (capacity >= 0 && taken[e] >= capacity) {
-          ++d.dropped;
-          continue;
-        }
-        ++taken[e];
-        const int dst = owner_[e];
-        ++d.send[home[t]][dst];
-        ++d.load[dst][e];
-      }
-    }
+    // Selections in token order: the first `capacity` of each expert are kept.
+    for_each_selection(r, home, [&](int g, int e, std::int64_t n) {
+      const std::int64_t kept = capacity >= 0 ? std::min(n, std::max<std::int64_t>(0, capacity - taken[e])) : n;
+      d.dropped += n - kept;
+      taken[e] += kept;
+      d.send[g][owner_[e]] += kept;
+      d.load[owner_[e]][e] += kept;
+    });
     return d;
   }
 

@@ -18,6 +18,7 @@ namespace {
 /// seen weighs the same, so p̂ after N selections is exactly the App. A estimator.
 class DistributionOnlyPredictor final : public Predictor {
  public:
+  bool needs_tokens() const override { return false; }
   DistributionOnlyPredictor(int window, bool online, ErrorModel error_model)
       : window_(window), online_(online), error_model_(error_model) {}
 

@@ -33,6 +33,7 @@ namespace {
 /// MoE-GPS "no prediction": the policy sees the routing only when the router has run.
 class NoPrediction final : public Predictor {
  public:
+  bool needs_tokens() const override { return false; }
   Forecast forecast(int /*batch*/, int /*moe_layer*/, const LayerRouting& /*truth*/, Rng& /*rng*/) override {
     return Forecast{};
   }

@@ -47,6 +47,9 @@ class Predictor {
   /// For predictors trained on a split of the training window: the fraction of held-out
   /// selections predicted correctly (MoE-GPS §3.2.2, App. B). Default: none.
   virtual std::optional<double> held_out_accuracy() const;
+  /// True (the default) when forecasts or training look at individual tokens' selections, so
+  /// layers must be routed token by token; false when per-expert counts suffice.
+  virtual bool needs_tokens() const { return true; }
 };
 
 /// Registry entry: declared options and a factory.

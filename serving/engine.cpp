@@ -135,6 +135,9 @@ void ServingEngine::start_step(int pool) {
   shape.seqs.resize(static_cast<std::size_t>(sp.gpus));
   shape.swap_out_bytes.assign(static_cast<std::size_t>(sp.gpus), 0.0);
   shape.swap_in_bytes.assign(static_cast<std::size_t>(sp.gpus), 0.0);
+  // Count-level routing when the scenario allows it (issue 13); else token by token, each token
+  // known by its request and position.
+  const bool by_count = setup_.count_level;
   std::vector<TokenRef> tokens;
   bool any = false;
   for (int g = 0; g < sp.gpus; ++g) {
@@ -144,7 +147,8 @@ void ServingEngine::start_step(int pool) {
     shape.swap_in_bytes[static_cast<std::size_t>(g)] = static_cast<double>(rs.swap_in_tokens) * kv_bytes;
     for (const ScheduledChunk& c : rs.chunks) {
       shape.seqs[static_cast<std::size_t>(g)].push_back(SeqChunk{c.new_tokens, c.context});
-      for (std::int64_t j = 0; j < c.new_tokens; ++j) tokens.push_back(TokenRef{c.request->spec.id, c.context + j});
+      if (!by_count)
+        for (std::int64_t j = 0; j < c.new_tokens; ++j) tokens.push_back(TokenRef{c.request->spec.id, c.context + j});
     }
     any = any || !rs.chunks.empty();
     p.rank_steps.push_back(std::move(rs));
@@ -157,9 +161,11 @@ void ServingEngine::start_step(int pool) {
   const auto ustep = static_cast<std::uint64_t>(p.step);
   p.routing.clear();
   p.forecasts.clear();
+  const std::vector<std::int64_t> home = shape.home_tokens();
   for (int l = 0; l < moe_layers; ++l) {
     Rng rng = Rng::derive(setup_.seed, kStepRoutingStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
-    p.routing.push_back(setup_.routing->route_tokens(p.step, l, tokens, rng));
+    p.routing.push_back(by_count ? setup_.routing->route_counts(p.step, l, home, rng)
+                                 : setup_.routing->route_tokens(p.step, l, tokens, rng));
   }
   for (int l = 0; l < moe_layers; ++l) {
     Rng rng = Rng::derive(setup_.seed, kStepPredictorStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));

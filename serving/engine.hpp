@@ -47,6 +47,8 @@ struct ServingSetup {
   SchedulerConfig scheduler;
   ArrivalSpec arrival;  ///< closed loop: clients and think time
   std::uint64_t seed = 1;
+  /// Route steps at count level (selections per (GPU, expert)): app/run_context.hpp decides.
+  bool count_level = false;
 };
 
 /// Runs requests through the pools until every one has finished.
