@@ -112,6 +112,7 @@ int run_cli(int argc, char** argv) {
   double bytes = 0;
   bool json = false;
   std::string calibration_file;
+  std::string network_model = "flow";
   auto* gemm = cost->add_subcommand("gemm", "time of C[m,n] = A[m,k]·B[k,n] on one GPU");
   gemm->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
   gemm->add_option("--gpu", gpu, "GPU preset, or a hardware preset meaning its GPU")->required();
@@ -122,12 +123,14 @@ int run_cli(int argc, char** argv) {
   gemm->add_flag("--json", json, "machine-readable output");
   std::vector<CLI::App*> collectives;
   for (const char* name : {"allreduce", "allgather", "alltoall", "sendrecv"}) {
-    auto* c = cost->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster (flow model)");
+    auto* c = cost->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster");
     c->add_option("--hardware", hardware, "hardware preset")->required();
     c->add_option("--gpus", gpus, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
     c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(CLI::NonNegativeNumber);
     c->add_flag("--json", json, "machine-readable output");
     c->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
+    c->add_option("--network-model", network_model, "network backend timing the flows (default: flow)")
+        ->check(CLI::IsMember({"flow", "analytic"}));
     collectives.push_back(c);
   }
 
@@ -163,7 +166,7 @@ int run_cli(int argc, char** argv) {
     if (list->parsed()) return cli_list(what.c_str());
     if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json);
     for (auto* c : collectives)
-      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, gpus, bytes, calibration_file, json);
+      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, gpus, bytes, calibration_file, network_model, json);
     if (fit->parsed()) return cli_calibrate_fit(measurement_files, base, profile_out, holdout);
     if (report->parsed()) return cli_calibrate_report(profile_in, measurement_files, json);
   } catch (const InputError& e) {

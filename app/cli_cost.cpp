@@ -44,10 +44,12 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
 }
 
 int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int gpus, double bytes,
-                        const std::string& calibration, bool json) {
+                        const std::string& calibration, const std::string& network_model, bool json) {
   const char* kind_c = kind_name.c_str();
   cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
-  const Cluster cluster(calibrated_preset(hardware, calibration));
+  ClusterSpec spec = calibrated_preset(hardware, calibration);
+  spec.network_model = network_model;
+  const Cluster cluster(std::move(spec));
   if (gpus > cluster.num_gpus())
     throw InputError(SourceLocation{"--gpus", 0, 0}, hardware + " has only " +
                                                          std::to_string(cluster.num_gpus()) + " GPUs");
@@ -64,7 +66,7 @@ int cli_cost_collective(const std::string& kind_name, const std::string& hardwar
   if (json) {
     std::cout << nlohmann::json{{"op", kind_c}, {"hardware", hardware}, {"gpus", gpus}, {"bytes", bytes},
                                 {"calibrated", !calibration.empty()},
-                                {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}}
+                                {"network_model", network_model}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}}
                      .dump()
               << "\n";
   } else {

@@ -1,4 +1,4 @@
-#include "sim/flow_network.hpp"
+#include "sim/network_backend.hpp"
 #include "app/runner.hpp"
 
 #include <algorithm>
@@ -91,9 +91,9 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   const bool by_count = count_level_routing(s, *routing);
 
   Simulator sim;
-  FlowNetwork net(sim);
-  cluster.install(net);
-  PlanExecutor exec(sim, net, cluster.num_gpus(), engine_hooks(cluster, cost));
+  const auto net = make_network(s.hardware.network_model, sim);
+  cluster.install(*net);
+  PlanExecutor exec(sim, *net, cluster.num_gpus(), engine_hooks(cluster, cost));
   MetricsCollector metrics(cluster);
   // Built only when a trace is written: its per-GPU lane metadata is a noticeable share of a
   // small run (sweeps run thousands).

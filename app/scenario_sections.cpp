@@ -190,6 +190,11 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
       int_field("nics_per_node", c.nics_per_node, true, "", "NICs per node"),
       float_field("nic_latency_us", c.nic_latency_us, "us", "NIC to network switch hop"),
       float_field("collective_launch_us", c.collective_launch_us, "us", "fixed software cost of one collective"),
+      choice_field("network_model", c.network_model,
+                   "how transfers are timed: flow = max-min fair sharing recomputed on every flow start/end "
+                   "(use up to ~64 GPUs, or when overlapping collectives contend); analytic = each tick's "
+                   "transfers priced from the bytes on their busiest link (use for very large clusters)",
+                   {"flow", "analytic"}),
   };
 }
 
@@ -263,6 +268,7 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
   c.nics_per_node = static_cast<int>(p.get_int("nics_per_node"));
   c.nic_latency_us = p.get_float("nic_latency_us");
   c.collective_launch_us = p.get_float("collective_launch_us");
+  c.network_model = p.get_string("network_model");
 
   // Zero bandwidth on a link the fabric uses is an error at that key.
   auto need_positive = [&](const char* key, double v) {

@@ -285,7 +285,7 @@ void Cluster::install(NetworkBackend& net) const {
     const LinkInfo& l = links_[i];
     const LinkId id = net.add_link(l.name, l.bandwidth_Bps, l.latency);
     if (id != i)
-      throw std::logic_error("Cluster::install needs an empty FlowNetwork: link '" + l.name +
+      throw std::logic_error("Cluster::install needs an empty network: link '" + l.name +
                              "' got id " + std::to_string(id) + ", expected " + std::to_string(i));
   }
 }

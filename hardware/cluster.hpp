@@ -43,6 +43,9 @@ struct ClusterSpec {
   int nics_per_node = 0;               ///< NICs sit on the PCIe switches, spread evenly
   double nic_latency_us = 2.5;         ///< NIC ↔ network switch hop
   double collective_launch_us = 7.0;   ///< fixed software cost of one collective call (NCCL)
+  /// Network backend timing transfers (make_network): "flow" (max-min fair sharing, exact for
+  /// overlapping traffic) or "analytic" (per-tick groups priced from link loads, for big clusters).
+  std::string network_model = "flow";
   /// Measured efficiencies replacing the defaults where they have data (null: uncalibrated).
   std::shared_ptr<const HardwareCalibration> calibration;
 

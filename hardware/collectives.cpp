@@ -1,4 +1,3 @@
-#include "sim/flow_network.hpp"
 #include "hardware/collectives.hpp"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include <stdexcept>
 
 #include "hardware/cost_model.hpp"
+#include "sim/network_backend.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {
@@ -252,10 +252,10 @@ Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double byt
     }
   }
   Simulator sim;
-  FlowNetwork net(sim);
-  c.install(net);
+  const auto net = make_network(c.spec().network_model, sim);
+  c.install(*net);
   const ComputeCostModel no_compute(c.spec().gpu);  // the plan has transfers and delays only
-  PlanExecutor exec(sim, net, c.num_gpus(), engine_hooks(c, no_compute));
+  PlanExecutor exec(sim, *net, c.num_gpus(), engine_hooks(c, no_compute));
   exec.run(g);
   return sim.now();
 }

@@ -1,4 +1,3 @@
-#include "sim/flow_network.hpp"
 #include "serving/engine.hpp"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 #include <string>
 
 #include "models/operators.hpp"
+#include "sim/network_backend.hpp"
 
 namespace moesim {
 
@@ -19,10 +19,11 @@ constexpr std::uint64_t kStepPredictorStream = 0x5E7E0002ULL;
 /// The simulator, network and executor one serving run owns.
 struct ServingEngine::Engine {
   Simulator sim;
-  FlowNetwork net{sim};
+  std::unique_ptr<NetworkBackend> net;  ///< the backend hardware.network_model names
   PlanExecutor exec;
   Engine(const Cluster& cluster, const ComputeCostModel& cost)
-      : exec((cluster.install(net), sim), net, cluster.num_gpus(), engine_hooks(cluster, cost)) {}
+      : net(make_network(cluster.spec().network_model, sim)),
+        exec((cluster.install(*net), sim), *net, cluster.num_gpus(), engine_hooks(cluster, cost)) {}
 };
 
 /// A pool's schedulers and the step in flight.

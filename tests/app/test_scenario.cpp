@@ -114,6 +114,15 @@ TEST(Scenario, ZeroBandwidthIsAnErrorAtTheKey) {
   EXPECT_TRUE(mentions(d, "pcie_bandwidth_GBps"));
 }
 
+TEST(Scenario, NetworkModelDefaultsToFlowAndIsAChoice) {
+  EXPECT_EQ(load_scenario_text(kGood, "s.yaml").hardware.network_model, "flow");
+  EXPECT_EQ(load_scenario_text(kGood, "s.yaml", {"hardware.network_model=analytic"}).hardware.network_model,
+            "analytic");
+  const auto d = errors_of(kGood, {"hardware.network_model=packet"});
+  ASSERT_FALSE(d.empty());
+  EXPECT_TRUE(mentions(d, "network_model"));
+}
+
 TEST(Scenario, TopKLargerThanExpertsIsAnError) {
   const auto d = errors_of(kGood, {"model.top_k=9"});
   ASSERT_FALSE(d.empty());
