@@ -3,12 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
@@ -49,13 +51,15 @@ ServingProgress serving_progress_line(bool enabled, std::shared_ptr<bool> drawn)
   };
 }
 
-int cmd_run(const std::string& file, const std::vector<std::string>& sets, const std::string& out_opt, bool quiet) {
+int cmd_run(const std::string& file, const std::vector<std::string>& sets, const std::string& out_opt, bool quiet,
+            unsigned jobs) {
   const Scenario s = load_scenario(file, sets);
   check_scenario_fits(s);
   const fs::path out = out_opt.empty() ? fs::path("results") / s.name : fs::path(out_opt);
   fs::create_directories(out);
   auto drawn = std::make_shared<bool>(false);
-  const nlohmann::json result = run_scenario(s, out.string(), serving_progress_line(!quiet && isatty(STDERR_FILENO) == 1, drawn));
+  const nlohmann::json result = run_scenario(s, out.string(), serving_progress_line(!quiet && isatty(STDERR_FILENO) == 1, drawn),
+                                             jobs ? jobs : std::max(1u, std::thread::hardware_concurrency()));
   if (*drawn) std::fprintf(stderr, "\n");
   write_atomically(out / "result.json", result.dump(2) + "\n");
   YAML::Emitter em;
@@ -91,6 +95,10 @@ int run_cli(int argc, char** argv) {
   run->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
   run->add_option("--out", out, "output directory (default results/<scenario name>/)");
   run->add_flag("-q,--quiet", quiet, "do not print the summary table or the progress line");
+  unsigned run_jobs = 0;
+  run->add_option("--jobs", run_jobs, "(policy, predictor) runs in parallel (default: hardware concurrency); "
+                                     "the output is the same whatever the value")
+      ->check(CLI::PositiveNumber);
 
   auto* validate = app.add_subcommand("validate", "check a scenario; print every problem as file:line:col");
   validate->add_option("file", file, "scenario YAML")->required();
@@ -159,7 +167,7 @@ int run_cli(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   try {
-    if (run->parsed()) return cmd_run(file, sets, out, quiet);
+    if (run->parsed()) return cmd_run(file, sets, out, quiet, run_jobs);
     if (validate->parsed()) return cmd_validate(file, sets);
     if (sweep.parsed()) return sweep.run();
     if (guideline.parsed()) return guideline.run();

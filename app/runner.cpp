@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
+#include <utility>
 
 #include "app/metrics.hpp"
+#include "app/parallel.hpp"
 #include "app/run_context.hpp"
 #include "app/serving_metrics.hpp"
 #include "app/serving_run.hpp"
@@ -152,25 +155,41 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
 
 }  // namespace
 
-nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir, const ServingProgress& progress) {
+nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir, const ServingProgress& progress,
+                            unsigned jobs) {
   nlohmann::json result;
   result["scenario"] = yaml_to_json(s.resolved);
   result["runs"] = nlohmann::json::array();
-  if (s.workload_kind == WorkloadKind::kServing) {
-    std::string csv;
-    for (const auto& entry : s.policies)
-      for (const auto& pred : s.predictors) result["runs"].push_back(run_serving(s, entry, pred, trace_dir, csv, progress));
-    if (!trace_dir.empty()) {
-      const std::filesystem::path file = std::filesystem::path(trace_dir) / "requests.csv";
-      std::ofstream out(file);
-      out << requests_csv_header() << csv;
-      if (!out.flush()) throw std::runtime_error("cannot write " + file.string());
-      result["requests_csv"] = "requests.csv";
-    }
-    return result;
-  }
+  // Runs in result order, policies outermost; each builds its own cluster, routing model, policy,
+  // predictor and simulator, and shares only the read-only scenario.
+  std::vector<std::pair<const PolicyEntry*, const PredictorEntry*>> pairs;
   for (const auto& entry : s.policies)
-    for (const auto& pred : s.predictors) result["runs"].push_back(run_one(s, entry, pred, trace_dir));
+    for (const auto& pred : s.predictors) pairs.emplace_back(&entry, &pred);
+  std::vector<nlohmann::json> runs(pairs.size());
+  const bool serving = s.workload_kind == WorkloadKind::kServing;
+  std::vector<std::string> csv(serving ? pairs.size() : 0);
+  // The progress callback sees one run at a time.
+  std::mutex progress_mutex;
+  ServingProgress serialized;
+  if (progress) {
+    serialized = [&](double simulated_s, std::int64_t finished, std::int64_t total) {
+      const std::lock_guard lock(progress_mutex);
+      progress(simulated_s, finished, total);
+    };
+  }
+  parallel_for_ordered(pairs.size(), jobs, [&](std::size_t i) {
+    const auto [entry, pred] = pairs[i];
+    runs[i] = serving ? run_serving(s, *entry, *pred, trace_dir, csv[i], serialized) : run_one(s, *entry, *pred, trace_dir);
+  });
+  for (auto& run : runs) result["runs"].push_back(std::move(run));
+  if (serving && !trace_dir.empty()) {
+    const std::filesystem::path file = std::filesystem::path(trace_dir) / "requests.csv";
+    std::ofstream out(file);
+    out << requests_csv_header();
+    for (const auto& rows : csv) out << rows;
+    if (!out.flush()) throw std::runtime_error("cannot write " + file.string());
+    result["requests_csv"] = "requests.csv";
+  }
   return result;
 }
 

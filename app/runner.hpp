@@ -21,8 +21,12 @@ void check_scenario_fits(const Scenario& s);
 /// the scenario has several predictors). Returns {"scenario": resolved, "runs": [{policy, label,
 /// predictor, predictor_label, metrics[, trace]}, ...]}, policies outermost.
 /// A serving scenario writes requests.csv (every run's requests) into `trace_dir` when it is not
-/// empty, and reports its progress to `progress`.
-nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir = {}, const ServingProgress& progress = {});
+/// empty, and reports its progress to `progress` (from one run at a time).
+/// The runs go on up to `jobs` threads (`moesim run --jobs`; sweeps and guidelines, parallel over
+/// their points, keep 1). Whatever `jobs`, the result, requests.csv and traces are byte-identical,
+/// and a run's InputError is the one a serial loop would have met first.
+nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir = {}, const ServingProgress& progress = {},
+                            unsigned jobs = 1);
 
 /// The resolved YAML scenario as JSON (numbers and booleans typed).
 nlohmann::json yaml_to_json(const YAML::Node& node);

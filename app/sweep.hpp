@@ -4,17 +4,14 @@
 // point is a set of `--set`-style overrides. Results stream to DIR/results.jsonl as points finish
 // (so an interrupted sweep resumes) and are tabulated into DIR/results.csv, sorted by point.
 // `moesim guideline` shares its value lists, number printing and thread pool.
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
-#include <exception>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "app/parallel.hpp"
 
 namespace moesim {
 
@@ -99,36 +96,6 @@ nlohmann::json sweep_definition(const SweepSpec& spec, const std::string& file_t
 /// points (which is alphabetical, as result objects keep their keys sorted). Arrays are left out.
 /// `rows` receives the number of data rows.
 std::string sweep_csv(const SweepSpec& spec, std::vector<nlohmann::json> lines, std::size_t* rows = nullptr);
-
-/// Runs f(i) for i in [0, n) on up to `jobs` threads. After an exception no new i starts; the
-/// first exception is rethrown once every thread has stopped. f(0) runs alone first, so that
-/// function-local statics (yaml-cpp's convert<bool> names, ...) are initialised before threads
-/// exist: thread-safe anyway, but yaml-cpp is not built with ThreadSanitizer, which then cannot
-/// see the guard and reports a race.
-template <class F>
-void parallel_for(std::size_t n, unsigned jobs, F f) {
-  if (n == 0) return;
-  f(0);
-  std::atomic<std::size_t> next{1};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto worker = [&] {
-    for (std::size_t i; (i = next++) < n;) {
-      try {
-        f(i);
-      } catch (...) {
-        const std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next = n;
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < std::min<std::size_t>(std::max(jobs, 1u), n); ++t) threads.emplace_back(worker);
-  worker();  // the calling thread works too
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
-}
 
 /// Runs the sweep (validating every pending point first; see the command's help) and returns
 /// what it did. Throws InputError for bad input, before anything is written.

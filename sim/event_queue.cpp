@@ -1,69 +1,86 @@
 #include "sim/event_queue.hpp"
 
 #include <cassert>
-#include <utility>
 
 namespace moesim {
 
-std::uint64_t EventQueue::push(Tick tick, EventPriority priority, Callback cb) {
-  std::uint32_t slot;
-  if (!free_slots_.empty()) {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-    slots_[slot] = std::move(cb);
-  } else {
-    slot = static_cast<std::uint32_t>(slots_.size());
-    slots_.push_back(std::move(cb));
-  }
+
+std::uint64_t EventQueue::push_key(Tick tick, EventPriority priority, std::uint32_t slot) {
   const std::uint64_t seq = sequence_++;
   assert(seq < (1ULL << 56) && "event sequence overflow");
-  heap_.push_back(Key{tick, (static_cast<std::uint64_t>(priority) << 56) | seq, slot});
-  sift_up(heap_.size() - 1);
+  const Key k{tick, (static_cast<std::uint64_t>(priority) << 56) | seq, slot};
+  if (top_taken_) {  // the new key replaces the taken one
+    top_taken_ = false;
+    sift_down_from_top(k);
+    return seq;
+  }
+  std::size_t i = heap_.size();
+  heap_.emplace_back();
+  Key* h = heap_.data();
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / kArity;
+    if (!less(k, h[parent])) break;
+    h[i] = h[parent];
+    i = parent;
+  }
+  h[i] = k;
   return seq;
 }
 
-EventQueue::Callback EventQueue::pop(Tick& tick) {
+std::size_t EventQueue::least_child(std::size_t c, std::size_t n) const {
+  const Key* h = heap_.data();
+  if (c + kArity <= n) {
+    const std::size_t a = less(h[c + 1], h[c]) ? c + 1 : c;
+    const std::size_t b = less(h[c + 3], h[c + 2]) ? c + 3 : c + 2;
+    return less(h[b], h[a]) ? b : a;
+  }
+  std::size_t best = c;
+  for (std::size_t i = c + 1; i < n; ++i) best = less(h[i], h[best]) ? i : best;
+  return best;
+}
+
+void EventQueue::sift_down_from_top(const Key& k) {
+  Key* h = heap_.data();
+  const std::size_t n = heap_.size();
+  std::size_t hole = 0;
+  for (std::size_t c; (c = kArity * hole + 1) < n;) {
+    const std::size_t best = least_child(c, n);
+    if (!less(h[best], k)) break;
+    h[hole] = h[best];
+    hole = best;
+  }
+  h[hole] = k;
+}
+
+// Floyd's removal: the hole left by the top descends to a leaf along the least children, then
+// the last key fills it and rises: rarely far, as it is among the latest.
+void EventQueue::remove_top() {
   assert(!heap_.empty());
-  const Key top = heap_.front();
-  heap_.front() = heap_.back();
+  top_taken_ = false;
+  Key* h = heap_.data();
+  const std::size_t n = heap_.size() - 1;
+  const Key last = h[n];
   heap_.pop_back();
-  if (!heap_.empty()) sift_down(0);
-  tick = top.tick;
-  Callback cb = std::move(slots_[top.slot]);
-  slots_[top.slot] = nullptr;
-  free_slots_.push_back(top.slot);
-  return cb;
+  if (n == 0) return;
+  std::size_t hole = 0;
+  for (std::size_t c; (c = kArity * hole + 1) < n;) {
+    const std::size_t best = least_child(c, n);
+    h[hole] = h[best];
+    hole = best;
+  }
+  while (hole > 0) {
+    const std::size_t parent = (hole - 1) / kArity;
+    if (!less(last, h[parent])) break;
+    h[hole] = h[parent];
+    hole = parent;
+  }
+  h[hole] = last;
 }
 
 void EventQueue::reserve(std::size_t n) {
   heap_.reserve(n);
   slots_.reserve(n);
   free_slots_.reserve(n);
-}
-
-void EventQueue::sift_up(std::size_t i) {
-  const Key k = heap_[i];
-  while (i > 0) {
-    const std::size_t parent = (i - 1) / 2;
-    if (!(k < heap_[parent])) break;
-    heap_[i] = heap_[parent];
-    i = parent;
-  }
-  heap_[i] = k;
-}
-
-void EventQueue::sift_down(std::size_t i) {
-  const std::size_t n = heap_.size();
-  const Key k = heap_[i];
-  for (;;) {
-    std::size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
-    if (!(heap_[child] < k)) break;
-    heap_[i] = heap_[child];
-    i = child;
-  }
-  heap_[i] = k;
 }
 
 }  // namespace moesim

@@ -4,19 +4,20 @@
 
 namespace moesim {
 
-void Simulator::at(Tick at, EventQueue::Callback cb, EventPriority p) {
-  if (at < now_) {
-    throw CausalityError("event scheduled at tick " + std::to_string(at) + " before now (" +
-                         std::to_string(now_) + ")");
-  }
-  queue_.push(at, p, std::move(cb));
+void Simulator::throw_past(Tick at) const {
+  throw CausalityError("event scheduled at tick " + std::to_string(at) + " before now (" + std::to_string(now_) + ")");
 }
 
 std::uint64_t Simulator::run(Tick limit) {
   std::uint64_t n = 0;
   while (!queue_.empty() && queue_.next_tick() <= limit) {
     Tick t;
-    auto cb = queue_.pop(t);
+    EventQueue::Callback cb = queue_.take_top(t);
+    // The taken event leaves the queue after its callback, or as the callback throws.
+    struct Finish {
+      EventQueue& q;
+      ~Finish() { q.finish_top(); }
+    } finish{queue_};
     // Causality: the queue's order guarantees this; the check catches heap corruption.
     if (t < now_) throw CausalityError("event queue returned a past event");
     now_ = t;

@@ -2,6 +2,7 @@
 // The main loop: pops events in (tick, priority, sequence) order and asserts causality.
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 
 #include "sim/event_queue.hpp"
 #include "sim/tick.hpp"
@@ -18,11 +19,16 @@ class CausalityError : public std::logic_error {
 class Simulator {
  public:
   Tick now() const { return now_; }
-  /// Schedules `cb` at absolute tick `at` (>= now()).
-  void at(Tick at, EventQueue::Callback cb, EventPriority p = EventPriority::kDefault);
+  /// Schedules `cb` (any void() callable) at absolute tick `at` (>= now()).
+  template <class F>
+  void at(Tick at, F&& cb, EventPriority p = EventPriority::kDefault) {
+    if (at < now_) throw_past(at);
+    queue_.push(at, p, std::forward<F>(cb));
+  }
   /// Schedules `cb` after `delay` ticks (>= 0).
-  void after(Tick delay, EventQueue::Callback cb, EventPriority p = EventPriority::kDefault) {
-    at(now_ + delay, std::move(cb), p);
+  template <class F>
+  void after(Tick delay, F&& cb, EventPriority p = EventPriority::kDefault) {
+    at(now_ + delay, std::forward<F>(cb), p);
   }
   /// Runs until no events remain (or until `limit` ticks). Returns the number of events run.
   std::uint64_t run(Tick limit = kTickMax);
@@ -30,6 +36,8 @@ class Simulator {
   EventQueue& queue() { return queue_; }
 
  private:
+  [[noreturn]] void throw_past(Tick at) const;
+
   EventQueue queue_;
   Tick now_ = 0;
   std::uint64_t events_run_ = 0;

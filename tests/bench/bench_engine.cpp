@@ -1,9 +1,14 @@
-// Benchmarks (not timed tests): bare event-queue throughput, simulated MoE layers per second for
-// Switch-Base-128 on a DGX-1 under static-ep, and request-level serving of Mixtral-8x7B on a DGX
-// H100 against real time. Run with `make bench`; figures in README.
+// Benchmarks (not timed tests): bare event-queue throughput, the main loop against a bare binary
+// heap, simulated MoE layers per second for Switch-Base-128 on a DGX-1 under static-ep, and
+// request-level serving of Mixtral-8x7B on a DGX H100 against real time. Run with `make bench`;
+// figures in README.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <ctime>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 
 #include "sim/flow_network.hpp"
 #include "app/runner.hpp"
@@ -37,11 +42,56 @@ void BM_EventQueuePushPop(benchmark::State& state) {
 }
 BENCHMARK(BM_EventQueuePushPop)->Arg(1 << 10)->Arg(1 << 16)->Arg(1 << 20);
 
-// A steady population of self-rescheduling entities in the simulator main loop.
+// This thread's CPU time: the ratio below holds on a loaded machine too.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The yardstick of the main loop: a bare binary heap (std::vector, std::push_heap/pop_heap) of
+// (tick, sequence) keys with no callbacks, kept at `depth` pending events: pop one, push one a
+// few ticks later. Returns the seconds `events` events took.
+double bare_heap_seconds(int depth, std::uint64_t events) {
+  struct Key {
+    Tick tick;
+    std::uint64_t seq;
+    bool operator>(const Key& o) const { return tick != o.tick ? tick > o.tick : seq > o.seq; }
+  };
+  const double start = cpu_seconds();
+  std::vector<Key> heap;
+  heap.reserve(static_cast<std::size_t>(depth));
+  std::uint64_t seq = 0;
+  for (int i = 0; i < depth; ++i) heap.push_back({i, seq++});
+  std::make_heap(heap.begin(), heap.end(), std::greater<>());
+  for (std::uint64_t n = 0; n < events; ++n) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    const Key k = heap.back();
+    heap.back() = {k.tick + 1 + static_cast<Tick>(k.seq % 7), seq++};  // the entities' 1..7 ticks
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  }
+  benchmark::DoNotOptimize(heap.data());
+  return cpu_seconds() - start;
+}
+
+constexpr std::uint64_t kEventsPerEntity = 100'000;
+
+void BM_BareHeapDepth64(benchmark::State& state) {
+  const std::uint64_t events = kEventsPerEntity * 64;
+  for (auto _ : state) benchmark::DoNotOptimize(bare_heap_seconds(64, events));
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BareHeapDepth64)->Unit(benchmark::kMillisecond);
+
+// A steady population of self-rescheduling entities in the simulator main loop. "vs_bare_heap":
+// its event rate over the bare heap's at the same depth, the heap timed right after in this run.
 void BM_SimulatorLoop(benchmark::State& state) {
   const int entities = static_cast<int>(state.range(0));
-  const std::uint64_t per = 100'000;
+  const std::uint64_t per = kEventsPerEntity;
+  double loop_s = 0.0;
   for (auto _ : state) {
+    const double start = cpu_seconds();
     Simulator sim;
     std::uint64_t left = per * static_cast<std::uint64_t>(entities);
     std::function<void(int)> tick = [&](int id) {
@@ -52,9 +102,14 @@ void BM_SimulatorLoop(benchmark::State& state) {
     for (int i = 0; i < entities; ++i) sim.at(i, [&tick, i] { tick(i); });
     sim.run();
     benchmark::DoNotOptimize(sim.now());
+    loop_s += cpu_seconds() - start;
   }
   const double events = static_cast<double>(state.iterations() * per * static_cast<std::uint64_t>(entities));
   state.counters["events/s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
+  double heap_s = 0.0;
+  for (benchmark::IterationCount i = 0; i < state.iterations(); ++i)
+    heap_s += bare_heap_seconds(entities, per * static_cast<std::uint64_t>(entities));
+  state.counters["vs_bare_heap"] = heap_s / loop_s;
 }
 BENCHMARK(BM_SimulatorLoop)->Arg(64)->Unit(benchmark::kMillisecond);
 
