@@ -178,6 +178,39 @@ BENCHMARK(BM_ServingMixtralDgxH100)
     ->Iterations(1)
     ->Unit(benchmark::kSecond);
 
+
+// One all-to-all on a single big switch: every GPU sends to every other over its own uplink and
+// the receiver's downlink, with skewed sizes (1-16 MB, receivers 0 and 1 hot), so completions
+// are spread over thousands of ticks and every completion reshuffles the max-min rates.
+void BM_FlowNetworkAllToAll(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  std::uint64_t reallocations = 0;
+  for (auto _ : state) {
+    Simulator sim;
+    FlowNetwork net(sim);
+    std::vector<LinkId> up, down;
+    for (int g = 0; g < gpus; ++g) {
+      up.push_back(net.add_link("gpu->switch", 450e9, us_to_ticks(1)));
+      down.push_back(net.add_link("switch->gpu", 450e9, us_to_ticks(1)));
+    }
+    Rng rng(7);
+    int done = 0;
+    for (int s = 0; s < gpus; ++s)
+      for (int d = 0; d < gpus; ++d) {
+        if (s == d) continue;
+        const double hot = d < 2 ? 4.0 : 1.0;
+        const double bytes = hot * 1e6 * static_cast<double>(1 + rng.below(16));
+        net.start_flow({up[static_cast<std::size_t>(s)], down[static_cast<std::size_t>(d)]}, bytes, [&done] { ++done; });
+      }
+    sim.run();
+    benchmark::DoNotOptimize(done);
+    reallocations = net.reallocations();
+  }
+  state.counters["flows"] = static_cast<double>(gpus * (gpus - 1));
+  state.counters["reallocations"] = static_cast<double>(reallocations);
+}
+BENCHMARK(BM_FlowNetworkAllToAll)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace moesim
 
