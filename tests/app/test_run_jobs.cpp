@@ -23,12 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_support::slurp;
 
 // Every file of `dir`, by name.
 std::vector<std::pair<std::string, std::string>> files_of(const fs::path& dir) {

@@ -20,12 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_support::slurp;
 
 // A small colocated serving scenario; `workload` and `serving` replace those sections' bodies.
 std::string scenario(const std::string& workload =

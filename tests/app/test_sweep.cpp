@@ -17,12 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_support::slurp;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;

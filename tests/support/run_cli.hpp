@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <sstream>
+#include <fstream>
+#include <filesystem>
 #include <vector>
 
 #include "app/cli.hpp"
@@ -28,6 +31,14 @@ inline CliResult run_cli_captured(std::vector<std::string> args) {
   r.out = testing::internal::GetCapturedStdout();
   r.err = testing::internal::GetCapturedStderr();
   return r;
+}
+
+/// The whole file at `path` as bytes ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace moesim::testing_support
