@@ -35,14 +35,14 @@ void write_atomically(const fs::path& path, const std::string& text) {
 namespace {
 
 /// A serving run's progress on stderr (simulated time, requests finished), redrawn at most every
-/// 100 ms of wall time; only when stderr is a terminal and the run is not quiet.
-ServingProgress serving_progress_line(bool enabled, std::shared_ptr<bool> drawn) {
+/// `serving.progress_interval_s` of wall time; only when stderr is a terminal and the run is not quiet.
+ServingProgress serving_progress_line(bool enabled, double interval_s, std::shared_ptr<bool> drawn) {
   if (!enabled) return {};
   using Clock = std::chrono::steady_clock;
   auto last = std::make_shared<Clock::time_point>(Clock::now());
-  return [last, drawn](double sim_s, std::int64_t finished, std::int64_t total) {
+  return [last, drawn, interval_s](double sim_s, std::int64_t finished, std::int64_t total) {
     const auto now = Clock::now();
-    if (finished != total && now - *last < std::chrono::milliseconds(100)) return;
+    if (finished != total && now - *last < std::chrono::duration<double>(interval_s)) return;
     *last = now;
     *drawn = true;
     std::fprintf(stderr, "\rserving: simulated %.2f s, %lld/%lld requests finished   ", sim_s, static_cast<long long>(finished),
@@ -58,7 +58,7 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, const
   const fs::path out = out_opt.empty() ? fs::path("results") / s.name : fs::path(out_opt);
   fs::create_directories(out);
   auto drawn = std::make_shared<bool>(false);
-  const nlohmann::json result = run_scenario(s, out.string(), serving_progress_line(!quiet && isatty(STDERR_FILENO) == 1, drawn),
+  const nlohmann::json result = run_scenario(s, out.string(), serving_progress_line(!quiet && isatty(STDERR_FILENO) == 1, s.serving.progress_interval_s, drawn),
                                              jobs ? jobs : std::max(1u, std::thread::hardware_concurrency()));
   if (*drawn) std::fprintf(stderr, "\n");
   write_atomically(out / "result.json", result.dump(2) + "\n");

@@ -18,7 +18,7 @@ struct SchedulerConfig {
   double gpu_memory_utilization = 0.9;      ///< fraction of GPU memory the engine may use (vLLM)
   std::optional<double> slo_ttft_ms;        ///< serving.slo.ttft_ms (goodput)
   std::optional<double> slo_tpot_ms;        ///< serving.slo.tpot_ms (goodput)
-  double progress_interval_s = 0.5;         ///< unused by the model; the CLI's progress refresh
+  double progress_interval_s = 0.5;         ///< wall seconds between `moesim run` progress redraws (no effect on results)
 };
 
 /// `deployment:`: colocated (both zero: every GPU prefills and decodes) or disaggregated into a
