@@ -8,15 +8,19 @@
 namespace moesim {
 
 namespace {
-// A flow is complete when less than this fraction of its bytes (or of one byte) is left:
-// rates are doubles, so exact zero is not reached reliably.
-constexpr double kRelativeEpsilon = 1e-9;
+std::uint64_t path_key(const std::vector<LinkId>& path, double bytes) {
+  std::uint64_t h = std::hash<double>{}(bytes);
+  for (LinkId l : path) h = (h ^ l) * 0x100000001b3ULL;
+  return h;
+}
 }  // namespace
 
 LinkId FlowNetwork::add_link(std::string name, double bandwidth_Bps, Tick latency) {
   if (!(bandwidth_Bps > 0.0)) throw std::invalid_argument("link '" + name + "' needs bandwidth > 0");
   if (latency < 0) throw std::invalid_argument("link '" + name + "' needs latency >= 0");
   links_.push_back(Link{std::move(name), bandwidth_Bps, latency, 0.0});
+  bw_per_tick_.push_back(bandwidth_Bps / static_cast<double>(kPsPerS));
+  link_log_.emplace_back();
   return static_cast<LinkId>(links_.size() - 1);
 }
 
@@ -33,24 +37,60 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& path, double bytes, Do
     assert(l < links_.size());
     latency += links_[l].latency;
   }
-  Flow f{id, path, bytes, bytes, 0.0, std::move(on_done)};
-  sim_.after(latency, [this, f = std::move(f)]() mutable { activate(std::move(f)); });
+  sim_.after(latency, [this, path, bytes, m = Member{id, std::move(on_done)}]() mutable {
+    activate(std::move(path), bytes, std::move(m));
+  });
   return id;
 }
 
 double FlowNetwork::flow_rate_Bps(FlowId id) const {
-  for (const auto& f : active_)
-    if (f.id == id) return f.rate * static_cast<double>(kPsPerS);
+  for (const auto& f : flows_) {
+    if (!f.alive || f.round == kNoRound) continue;
+    for (const auto& m : f.members)
+      if (m.id == id) return f.rate * static_cast<double>(kPsPerS);
+  }
   return 0.0;
 }
 
-void FlowNetwork::activate(Flow flow) {
-  advance_to_now();
-  if (flow.bytes <= 0.0) {
-    sim_.after(0, std::move(flow.on_done), EventPriority::kCompletion);
+void FlowNetwork::activate(std::vector<LinkId> path, double bytes, Member m) {
+  if (bytes <= 0.0) {
+    sim_.after(0, std::move(m.on_done), EventPriority::kCompletion);
     return;
   }
-  active_.push_back(std::move(flow));
+  ++active_members_;
+  if (fresh_tick_ != sim_.now()) {
+    fresh_ = {};  // clear() would walk every bucket of the last burst
+    fresh_tick_ = sim_.now();
+  }
+  auto& same = fresh_[path_key(path, bytes)];
+  for (std::uint32_t s : same) {
+    Flow& f = flows_[s];
+    if (f.bytes == bytes && f.path == path) {
+      f.members.push_back(std::move(m));
+      request_reallocate();
+      return;
+    }
+  }
+  std::uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+  }
+  Flow& f = flows_[slot];
+  f.path = std::move(path);
+  f.members.clear();
+  f.members.push_back(std::move(m));
+  f.bytes = f.remaining = bytes;
+  f.rate = 0.0;
+  f.since = sim_.now();
+  f.done_at = kTickMax;
+  f.round = kNoRound;
+  f.alive = true;
+  same.push_back(slot);
+  full_refill_ = true;  // a new flow can lower any round's level: fill from scratch
   request_reallocate();
 }
 
@@ -64,95 +104,43 @@ void FlowNetwork::request_reallocate() {
   }, EventPriority::kReallocate);
 }
 
-void FlowNetwork::advance_to_now() {
-  const Tick now = sim_.now();
-  const double dt = static_cast<double>(now - last_update_);
-  if (dt > 0.0) {
-    for (auto& f : active_) f.remaining = std::max(0.0, f.remaining - f.rate * dt);
-  }
-  last_update_ = now;
-}
-
 void FlowNetwork::reallocate() {
-  advance_to_now();
   ++reallocations_;
   ++generation_;
-  if (active_.empty()) return;
-
-  // Progressive filling: repeatedly find the link whose remaining capacity per unfrozen flow is
-  // smallest, give that share to all its unfrozen flows, and remove them from the problem.
-  // Flows are indexed by the links they cross (CSR, flows in active order), so a round visits
-  // only the bottleneck's flows; the arithmetic and its order are those of a full scan.
-  cap_left_.assign(links_.size(), 0.0);
-  unfrozen_.assign(links_.size(), 0);
-  std::vector<LinkId> touched;
-  for (const auto& f : active_) {
-    for (LinkId l : f.path) {
-      if (unfrozen_[l]++ == 0) {
-        cap_left_[l] = links_[l].bandwidth_Bps / static_cast<double>(kPsPerS);
-        touched.push_back(l);
-      }
-    }
-  }
-  link_start_.assign(links_.size() + 1, 0);
-  for (LinkId l : touched) link_start_[l + 1] = unfrozen_[l];
-  for (std::size_t l = 0; l < links_.size(); ++l) link_start_[l + 1] += link_start_[l];
-  link_flows_.resize(link_start_.back());
-  link_fill_.assign(link_start_.begin(), link_start_.end() - 1);
-  for (std::uint32_t i = 0; i < active_.size(); ++i)
-    for (LinkId l : active_[i].path) link_flows_[link_fill_[l]++] = i;
-  std::vector<char> frozen(active_.size(), 0);
-  std::size_t left = active_.size();
-  while (left > 0) {
-    LinkId bottleneck = 0;
-    double share = std::numeric_limits<double>::infinity();
-    for (LinkId l : touched) {
-      if (unfrozen_[l] == 0) continue;
-      const double s = cap_left_[l] / static_cast<double>(unfrozen_[l]);
-      if (s < share) {
-        share = s;
-        bottleneck = l;
-      }
-    }
-    assert(std::isfinite(share));
-    for (std::uint32_t k = link_start_[bottleneck]; k < link_start_[bottleneck + 1]; ++k) {
-      const std::uint32_t i = link_flows_[k];
-      if (frozen[i]) continue;
-      auto& f = active_[i];
-      f.rate = share;
-      frozen[i] = 1;
-      --left;
-      for (LinkId l : f.path) {
-        cap_left_[l] = std::max(0.0, cap_left_[l] - share);
-        --unfrozen_[l];
-      }
-    }
-  }
-
-  // One event for the earliest completion; later ones are rescheduled by the next reallocation.
-  Tick earliest = kTickMax;
-  for (const auto& f : active_) {
-    const double ticks = f.remaining / f.rate;
-    const Tick t = sim_.now() + std::max<Tick>(1, static_cast<Tick>(std::ceil(ticks)));
-    earliest = std::min(earliest, t);
-  }
+  if (!fresh_.empty()) fresh_ = {};
+  refill();
+  // One event for the earliest completion.
+  if (due_.empty()) return;
   const std::uint64_t gen = generation_;
-  sim_.at(earliest, [this, gen] { on_completion_check(gen); }, EventPriority::kCompletion);
+  sim_.at(due_.top_tick(), [this, gen] { on_completion_check(gen); }, EventPriority::kCompletion);
 }
 
 void FlowNetwork::on_completion_check(std::uint64_t generation) {
   if (generation != generation_) return;  // superseded by a later reallocation
-  advance_to_now();
-  std::vector<DoneCallback> done;
-  auto finished = [](const Flow& f) {
-    return f.remaining <= std::max(1e-6, f.bytes * kRelativeEpsilon) || f.remaining <= f.rate;
-  };
-  for (auto& f : active_) {
-    if (!finished(f)) continue;
-    for (LinkId l : f.path) links_[l].bytes_carried += f.bytes;
-    done.push_back(std::move(f.on_done));
+  // Everything due within the next tick is complete: less than one tick of bytes is left.
+  std::vector<std::uint32_t> finished;
+  const Tick now = sim_.now();
+  while (!due_.empty() && due_.top_tick() <= now + 1) {
+    finished.push_back(due_.top_slot());
+    due_.pop();
   }
-  active_.erase(std::remove_if(active_.begin(), active_.end(), finished), active_.end());
+  // Callbacks in activation order, as the flows' ids give it.
+  std::sort(finished.begin(), finished.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return flows_[a].members[0].id < flows_[b].members[0].id; });
+  std::vector<DoneCallback> done;
+  for (std::uint32_t s : finished) {
+    Flow& f = flows_[s];
+    for (LinkId l : f.path) {
+      for (std::size_t k = 0; k < f.members.size(); ++k) links_[l].bytes_carried += f.bytes;
+      removed_links_.push_back(l);
+    }
+    restart_round_ = std::min(restart_round_, f.round);
+    f.alive = false;
+    active_members_ -= f.members.size();
+    for (auto& m : f.members) done.push_back(std::move(m.on_done));
+    f.members.clear();
+    dead_slots_.push_back(s);
+  }
   request_reallocate();
   for (auto& cb : done) cb();
 }

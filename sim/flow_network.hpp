@@ -4,11 +4,18 @@
 // starts or ends. Each flow first waits the sum of its hops' latencies, then transfers.
 // A hot receiver's ingress link, a shared PCIe uplink or a NIC becomes the bottleneck because of
 // this sharing, not because of a formula.
+//
+// Recomputation is incremental and exact (sim/flow_filling.cpp): progressive filling freezes
+// flows round by round, and a flow that ends only changes the rounds from the one that froze it
+// onwards, so only those rounds are redone, from a per-link undo log of remaining capacity. The
+// rates are those a filling from scratch would give, bit for bit.
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "sim/due_heap.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/simulator.hpp"
 
@@ -24,41 +31,84 @@ class FlowNetwork final : public NetworkBackend {
   const Link& link(LinkId id) const override { return links_[id]; }
   std::size_t link_count() const override { return links_.size(); }
 
+  /// Flows that activate at the same tick on the same path with the same bytes are coalesced
+  /// into one entry of several members: they get equal rates and finish at the same tick, so
+  /// this is exact (the filling subtracts each member's share as it would for separate flows).
   FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) override;
 
   /// Current rate of an active flow in bytes/s (0 while in its latency phase or unknown).
   double flow_rate_Bps(FlowId id) const;
-  std::size_t active_flows() const override { return active_.size(); }
+  std::size_t active_flows() const override { return active_members_; }
   /// Number of times rates were recomputed (for benchmarks).
   std::uint64_t reallocations() const { return reallocations_; }
+  /// Flow entries whose rate was recomputed, summed over all recomputations (for benchmarks:
+  /// a filling from scratch every time would give reallocations() x active entries).
+  std::uint64_t refilled_flows() const { return refilled_; }
 
  private:
-  struct Flow {
+  static constexpr std::uint32_t kNoRound = 0xffffffffu;
+  struct Member {
     FlowId id;
-    std::vector<LinkId> path;
-    double bytes;
-    double remaining;
-    double rate = 0.0;  ///< bytes per tick
     DoneCallback on_done;
   };
-  void activate(Flow flow);
+  /// One active entry: a flow, or several coalesced ones.
+  struct Flow {
+    std::vector<LinkId> path;
+    std::vector<Member> members;
+    double bytes = 0.0;      ///< per member
+    double remaining = 0.0;  ///< bytes per member left at `since`
+    double rate = 0.0;       ///< bytes per tick per member
+    Tick since = 0;
+    Tick done_at = kTickMax;
+    std::uint32_t round = kNoRound;  ///< filling round that froze it (kNoRound: not yet filled)
+    bool alive = false;
+  };
+  struct LogEntry {
+    std::uint32_t round;
+    double cap_left;  ///< bytes per tick left on the link after that round
+  };
+
+  void activate(std::vector<LinkId> path, double bytes, Member m);
   void request_reallocate();
-  void advance_to_now();
   void reallocate();
   void on_completion_check(std::uint64_t generation);
+  // Progressive filling (sim/flow_filling.cpp).
+  void refill();
+  void collect_refill_set(std::uint32_t from_round);
+  void restore_links(std::uint32_t from_round);
+  void fill_rounds(std::uint32_t from_round);
+  void set_rates();
 
   Simulator& sim_;
   std::vector<Link> links_;
-  std::vector<Flow> active_;
-  Tick last_update_ = 0;
+  std::vector<double> bw_per_tick_;  ///< link bandwidth in bytes per tick
+  std::vector<Flow> flows_;          ///< slots; dead ones are reused
+  std::vector<std::uint32_t> free_slots_, dead_slots_;
+  std::size_t active_members_ = 0;
   FlowId next_id_ = 0;
   bool reallocate_pending_ = false;
   std::uint64_t generation_ = 0;
-  std::uint64_t reallocations_ = 0;
-  // Scratch for progressive filling, indexed by link.
-  std::vector<double> cap_left_;
-  std::vector<std::uint32_t> unfrozen_;
-  std::vector<std::uint32_t> link_start_, link_fill_, link_flows_;  ///< flows per link (CSR)
+  std::uint64_t reallocations_ = 0, refilled_ = 0;
+  DueHeap due_;  ///< completion tick per active slot
+
+  // Coalescing: entries activated at this tick and not yet filled, by (path, bytes).
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> fresh_;
+  Tick fresh_tick_ = -1;
+
+  // Filling state. Rounds: level and frozen flow slots (flat, with offsets).
+  bool full_refill_ = false;
+  std::uint32_t restart_round_ = kNoRound;  ///< earliest round a removed flow was frozen in
+  std::vector<std::uint32_t> round_start_, round_flows_;
+  std::vector<std::vector<LogEntry>> link_log_;  ///< per link, undo log of cap_left by round
+  std::vector<LinkId> removed_links_;            ///< links of flows removed since the last fill
+  // Scratch, indexed by link or slot.
+  std::vector<double> cap_left_, share_;  ///< share_: cap_left_ / unfrozen_, kept current
+  std::vector<std::uint32_t> unfrozen_, link_stamp_, link_start_, link_fill_, link_flows_;
+  std::uint32_t stamp_ = 0;
+  std::vector<LinkId> touched_, candidates_, round_links_;
+  std::vector<std::uint32_t> refill_set_;
+  std::vector<char> frozen_;
+  std::vector<double> new_rate_;
 };
 
 }  // namespace moesim
