@@ -74,29 +74,28 @@ void FlowNetwork::collect_refill_set(std::uint32_t from) {
 void FlowNetwork::restore_links(std::uint32_t from) {
   ++stamp_;
   touched_.clear();
+  // First sight of a link: drop its log's entries from the redone rounds, take its capacity left
+  // after the kept ones.
   auto touch = [&](LinkId l) {
     if (link_stamp_[l] == stamp_) return;
     link_stamp_[l] = stamp_;
     touched_.push_back(l);
-  };
-  for (std::uint32_t s : refill_set_)
-    for (LinkId l : flows_[s].path) touch(l);
-  for (LinkId l : removed_links_) touch(l);
-  for (LinkId l : touched_) {
     auto& log = link_log_[l];
     while (!log.empty() && log.back().round >= from) log.pop_back();
     cap_left_[l] = log.empty() ? bw_per_tick_[l] : log.back().cap_left;
     unfrozen_[l] = 0;
     link_fill_[l] = 0;
-  }
+  };
   for (std::uint32_t s : refill_set_) {
     const Flow& f = flows_[s];
     const auto members = static_cast<std::uint32_t>(f.members.size());
     for (LinkId l : f.path) {
+      touch(l);
       unfrozen_[l] += members;
       ++link_fill_[l];
     }
   }
+  for (LinkId l : removed_links_) touch(l);
   // Flows per link (CSR over the refill set), so a round visits only its bottleneck's flows.
   std::uint32_t pos = 0;
   candidates_.clear();

@@ -38,7 +38,7 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& path, double bytes, Do
     latency += links_[l].latency;
   }
   sim_.after(latency, [this, path, bytes, m = Member{id, std::move(on_done)}]() mutable {
-    activate(std::move(path), bytes, std::move(m));
+    activate(path, bytes, std::move(m));
   });
   return id;
 }
@@ -52,7 +52,7 @@ double FlowNetwork::flow_rate_Bps(FlowId id) const {
   return 0.0;
 }
 
-void FlowNetwork::activate(std::vector<LinkId> path, double bytes, Member m) {
+void FlowNetwork::activate(const std::vector<LinkId>& path, double bytes, Member m) {
   if (bytes <= 0.0) {
     sim_.after(0, std::move(m.on_done), EventPriority::kCompletion);
     return;
@@ -65,7 +65,7 @@ void FlowNetwork::activate(std::vector<LinkId> path, double bytes, Member m) {
   auto& same = fresh_[path_key(path, bytes)];
   for (std::uint32_t s : same) {
     Flow& f = flows_[s];
-    if (f.bytes == bytes && f.path == path) {
+    if (f.bytes == bytes && f.path.equals(path)) {
       f.members.push_back(std::move(m));
       request_reallocate();
       return;
@@ -80,7 +80,7 @@ void FlowNetwork::activate(std::vector<LinkId> path, double bytes, Member m) {
     flows_.emplace_back();
   }
   Flow& f = flows_[slot];
-  f.path = std::move(path);
+  f.path.assign(path);
   f.members.clear();
   f.members.push_back(std::move(m));
   f.bytes = f.remaining = bytes;

@@ -9,6 +9,8 @@
 // flows round by round, and a flow that ends only changes the rounds from the one that froze it
 // onwards, so only those rounds are redone, from a per-link undo log of remaining capacity. The
 // rates are those a filling from scratch would give, bit for bit.
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -51,9 +53,32 @@ class FlowNetwork final : public NetworkBackend {
     FlowId id;
     DoneCallback on_done;
   };
+  /// A flow's route: up to 8 links inline (every preset's routes are shorter), so a refill
+  /// walking thousands of flows does not chase a heap pointer per flow; longer ones on the heap.
+  class Path {
+   public:
+    static constexpr std::size_t kInline = 8;
+    void assign(const std::vector<LinkId>& p) {
+      n_ = static_cast<std::uint32_t>(p.size());
+      if (n_ <= kInline)
+        std::copy(p.begin(), p.end(), inline_.begin());
+      else
+        heap_ = p;
+    }
+    const LinkId* begin() const { return n_ <= kInline ? inline_.data() : heap_.data(); }
+    const LinkId* end() const { return begin() + n_; }
+    bool equals(const std::vector<LinkId>& p) const {
+      return p.size() == n_ && std::equal(p.begin(), p.end(), begin());
+    }
+
+   private:
+    std::uint32_t n_ = 0;
+    std::array<LinkId, kInline> inline_{};
+    std::vector<LinkId> heap_;
+  };
   /// One active entry: a flow, or several coalesced ones.
   struct Flow {
-    std::vector<LinkId> path;
+    Path path;
     std::vector<Member> members;
     double bytes = 0.0;      ///< per member
     double remaining = 0.0;  ///< bytes per member left at `since`
@@ -68,7 +93,7 @@ class FlowNetwork final : public NetworkBackend {
     double cap_left;  ///< bytes per tick left on the link after that round
   };
 
-  void activate(std::vector<LinkId> path, double bytes, Member m);
+  void activate(const std::vector<LinkId>& path, double bytes, Member m);
   void request_reallocate();
   void reallocate();
   void on_completion_check(std::uint64_t generation);
