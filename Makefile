@@ -44,9 +44,12 @@ configure: deps
 build: configure
 	ninja -C $(BUILD)
 
-# Benchmarks: engine events/s and simulated MoE layers/s (figures recorded in the README).
+# Benchmarks: engine events/s and simulated MoE layers/s, then the scale table (DeepSeek-V3 on
+# 8 ... 1,024 GPUs, both network backends; SCALE_ARGS=--large adds the flow model at 128/256 GPUs).
+# Figures recorded in the README.
 bench: build
 	MOESIM_SOURCE_ROOT=$(CURDIR) ./$(BUILD)/tests/bench_engine
+	python3 tests/bench/scale_table.py --moesim ./$(BUILD)/moesim $(SCALE_ARGS)
 
 # Paper reproductions: every scenario under scenarios/papers/ over its paper's grid (tables in
 # results/papers/summary.md; claims beside them in scenarios/papers/README.md).
