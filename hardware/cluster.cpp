@@ -1,4 +1,4 @@
-// Cluster topology as a Boost.Graph adjacency list, and routes between every pair of endpoints.
+// Cluster topology as a Boost.Graph adjacency list, and routes between its endpoints.
 //
 // Vertices per node: GPUs, one NVSwitch plane (kNvSwitch fabric), PCIe switches, CPU sockets and
 // NICs; one network switch joins the nodes when there is more than one. Every cable is two
@@ -211,17 +211,18 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), graph_(std::make_un
   compute_routes();
 }
 
+// Routes are stored as pieces and composed on demand: a route inside a node is one of the node's
+// (G+1)² searched paths, and a route between nodes is always "source to its rail NIC, up to the
+// network switch, down to the destination's rail NIC, NIC to destination", each piece shared by
+// every pair that uses it. The dense table this replaces held (G·nodes)² paths.
 void Cluster::compute_routes() {
   const Graph& gr = *graph_;
   const Adj& g = gr.g;
-  const int E = num_endpoints(), G = spec_.gpus_per_node;
-  routes_.assign(E, std::vector<std::vector<LinkId>>(E));
-  auto local = [&](int ep) { return ep < num_gpus() ? ep % G : G; };  // index within its node
-
-  // Per endpoint: its rail NIC and the path to it; per NIC: paths to the node's endpoints.
-  std::vector<int> rail(E, -1);
-  std::vector<std::vector<LinkId>> to_rail(E);
-  std::vector<std::vector<std::vector<std::vector<LinkId>>>> from_nic(num_nodes());  // [node][k][local]
+  const int E = num_endpoints(), G = spec_.gpus_per_node, per_node = G + 1;
+  local_.assign(static_cast<std::size_t>(num_nodes()) * per_node * per_node, {});
+  rail_.assign(E, -1);
+  to_rail_.assign(E, {});
+  from_nic_.assign(static_cast<std::size_t>(num_nodes()) * spec_.nics_per_node * per_node, {});
 
   for (int n = 0; n < num_nodes(); ++n) {
     std::vector<int> eps;
@@ -231,7 +232,9 @@ void Cluster::compute_routes() {
 
     for (int src : eps) {
       const NodeSearch search(g, gr.endpoint[src], n);
-      for (int dst : eps) routes_[src][dst] = search.path_to(gr.endpoint[dst]);
+      for (int dst : eps)
+        local_[(static_cast<std::size_t>(n) * per_node + local_index(src)) * per_node + local_index(dst)] =
+            search.path_to(gr.endpoint[dst]);
       if (nics.empty()) continue;
       // Rail NIC: among the nearest NICs, the one index-matched to the GPU's local index.
       double best = std::numeric_limits<double>::infinity();
@@ -239,45 +242,56 @@ void Cluster::compute_routes() {
       std::vector<int> nearest;
       for (int k = 0; k < static_cast<int>(nics.size()); ++k)
         if (search.distance(nics[k]) <= best * (1.0 + 1e-9)) nearest.push_back(k);
-      const int gpu = local(src) % G;  // the host takes GPU 0's preference
+      const int gpu = local_index(src) % G;  // the host takes GPU 0's preference
       const int wanted = gpu * static_cast<int>(nics.size()) / G;
-      rail[src] = nearest[gpu % nearest.size()];
+      rail_[src] = nearest[gpu % nearest.size()];
       for (int k : nearest)
-        if (k == wanted) rail[src] = k;
-      to_rail[src] = search.path_to(nics[rail[src]]);
+        if (k == wanted) rail_[src] = k;
+      to_rail_[src] = search.path_to(nics[rail_[src]]);
     }
-    for (Vertex nic : nics) {
-      const NodeSearch search(g, nic, n);
-      std::vector<std::vector<LinkId>> paths(G + 1);
-      for (int dst : eps) paths[local(dst)] = search.path_to(gr.endpoint[dst]);
-      from_nic[n].push_back(std::move(paths));
+    for (int k = 0; k < static_cast<int>(nics.size()); ++k) {
+      const NodeSearch search(g, nics[k], n);
+      for (int dst : eps)
+        from_nic_[(static_cast<std::size_t>(n) * spec_.nics_per_node + k) * per_node + local_index(dst)] =
+            search.path_to(gr.endpoint[dst]);
     }
   }
+}
 
-  if (num_nodes() == 1) return;
-  for (int src = 0; src < E; ++src) {
-    for (int dst = 0; dst < E; ++dst) {
-      const int ns = node_of_endpoint(src), nd = node_of_endpoint(dst);
-      if (ns == nd) continue;
-      std::vector<LinkId>& r = routes_[src][dst];
-      r = to_rail[src];
-      r.push_back(gr.nic_up[ns][rail[src]]);
-      r.push_back(gr.nic_up[nd][rail[dst]] + 1);
-      const auto& tail = from_nic[nd][rail[dst]][local(dst)];
-      r.insert(r.end(), tail.begin(), tail.end());
-    }
+template <class F>
+void Cluster::for_each_link(int src, int dst, F&& f) const {
+  check_endpoints(src, dst);
+  const int ns = node_of_endpoint(src), nd = node_of_endpoint(dst), per_node = spec_.gpus_per_node + 1;
+  if (ns == nd) {
+    for (LinkId l : local_[(static_cast<std::size_t>(ns) * per_node + local_index(src)) * per_node + local_index(dst)]) f(l);
+    return;
   }
+  const int out = rail_[src], in = rail_[dst];
+  for (LinkId l : to_rail_[src]) f(l);
+  f(graph_->nic_up[ns][out]);       // NIC -> network switch
+  f(graph_->nic_up[nd][in] + 1);    // network switch -> NIC (the cable's other direction)
+  for (LinkId l : from_nic_[(static_cast<std::size_t>(nd) * spec_.nics_per_node + in) * per_node + local_index(dst)]) f(l);
 }
 
 Cluster::~Cluster() = default;
 Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 
-const std::vector<LinkId>& Cluster::route(int src, int dst) const {
+void Cluster::check_endpoints(int src, int dst) const {
   if (src < 0 || src >= num_endpoints() || dst < 0 || dst >= num_endpoints())
     throw std::out_of_range("route(" + std::to_string(src) + ", " + std::to_string(dst) +
                             "): endpoints are 0.." + std::to_string(num_endpoints() - 1));
-  return routes_[src][dst];
+}
+
+std::vector<LinkId> Cluster::route(int src, int dst) const {
+  std::vector<LinkId> out;
+  route_into(src, dst, out);
+  return out;
+}
+
+void Cluster::route_into(int src, int dst, std::vector<LinkId>& out) const {
+  out.clear();
+  for_each_link(src, dst, [&out](LinkId l) { out.push_back(l); });
 }
 
 void Cluster::install(NetworkBackend& net) const {
@@ -292,13 +306,13 @@ void Cluster::install(NetworkBackend& net) const {
 
 double Cluster::route_bandwidth_Bps(int src, int dst) const {
   double bw = std::numeric_limits<double>::infinity();
-  for (LinkId l : route(src, dst)) bw = std::min(bw, links_[l].bandwidth_Bps);
+  for_each_link(src, dst, [&](LinkId l) { bw = std::min(bw, links_[l].bandwidth_Bps); });
   return bw;
 }
 
 Tick Cluster::route_latency(int src, int dst) const {
   Tick t = 0;
-  for (LinkId l : route(src, dst)) t += links_[l].latency;
+  for_each_link(src, dst, [&](LinkId l) { t += links_[l].latency; });
   return t;
 }
 

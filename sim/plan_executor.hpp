@@ -39,7 +39,7 @@ class PlanExecutor {
   struct Hooks {
     /// Duration of a compute task (its ops on its GPU), including launch overheads.
     std::function<Tick(const Task&, std::span<const Op>)> compute_time;
-    /// Links from endpoint src to endpoint dst.
+    /// Links from endpoint src to endpoint dst; the reference need only stay valid until the next call.
     std::function<const std::vector<LinkId>&(int src, int dst)> route;
   };
   /// Receives a finished graph's id and its timings (indexed by TaskId).
