@@ -24,7 +24,7 @@ const char* phase_name(Phase p) {
 }
 
 TaskId TaskGraph::add(Task t, Deps deps) {
-  const auto id = static_cast<TaskId>(tasks_.size());
+  const auto id = static_cast<TaskId>(size());
   tasks_.push_back(t);
   successors_.emplace_back();
   dep_count_.push_back(0);
@@ -35,8 +35,34 @@ TaskId TaskGraph::add(Task t, Deps deps) {
 void TaskGraph::depend(TaskId task, TaskId before) {
   // Dependencies point backwards in insertion order, so every plan is acyclic by construction.
   if (before >= task) throw std::logic_error("task dependency must point to an earlier task");
-  successors_[before].push_back(task);
-  ++dep_count_[task];
+  if (before < first_) throw std::logic_error("task dependency points to a dropped task");
+  successors_[before - base_].push_back(task);
+  ++dep_count_[task - base_];
+  if (before < earliest_dependency_) earliest_dependency_ = before;
+}
+
+void TaskGraph::drop_before(TaskId before) {
+  if (before > size()) throw std::logic_error("TaskGraph::drop_before: beyond the last task");
+  if (before <= first_) return;
+  first_ = before;
+  // Compacted only once the dropped front outweighs what is held, so each task is moved at most
+  // a constant number of times however the plan is dropped.
+  const std::size_t dropped = first_ - base_;
+  if (2 * dropped < tasks_.size()) return;
+  // Ops are stored in task order: the held tasks' ops start at the first held compute task's.
+  std::uint32_t first_op = ops_base_ + static_cast<std::uint32_t>(ops_.size());
+  for (std::size_t i = dropped; i < tasks_.size(); ++i)
+    if (tasks_[i].ops_count > 0) {
+      first_op = tasks_[i].ops_begin;
+      break;
+    }
+  ops_.erase(ops_.begin(), ops_.begin() + (first_op - ops_base_));
+  ops_base_ = first_op;
+  const auto cut = static_cast<std::ptrdiff_t>(dropped);
+  tasks_.erase(tasks_.begin(), tasks_.begin() + cut);
+  successors_.erase(successors_.begin(), successors_.begin() + cut);
+  dep_count_.erase(dep_count_.begin(), dep_count_.begin() + cut);
+  base_ = first_;
 }
 
 TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps) {
@@ -45,7 +71,7 @@ TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op> ops, 
   t.phase = phase;
   t.layer = layer;
   t.gpu = gpu;
-  t.ops_begin = static_cast<std::uint32_t>(ops_.size());
+  t.ops_begin = ops_base_ + static_cast<std::uint32_t>(ops_.size());
   t.ops_count = static_cast<std::uint32_t>(ops.size());
   for (auto& op : ops) ops_.push_back(std::move(op));
   return add(t, deps);

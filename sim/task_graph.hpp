@@ -2,6 +2,8 @@
 // A plan of work for the engine: compute tasks on a GPU's stream, transfers over the network
 // (optionally holding a copy engine), fixed delays, and joins, linked by dependencies.
 // Policies build plans; the PlanExecutor times them. Collectives expand into transfer tasks.
+// A plan may also be built while it runs (PlanExecutor::run_fed): it then drops the finished
+// tasks at its front, so only a window of a long plan is ever held.
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -54,10 +56,12 @@ struct Task {
   Tick delay = 0;
 };
 
-/// The plan: tasks in insertion order with their dependency edges.
+/// The plan: tasks in insertion order with their dependency edges. Ids are positions in
+/// insertion order and never change, even after the tasks before them are dropped.
 class TaskGraph {
  public:
   using Deps = std::span<const TaskId>;
+  static constexpr TaskId kNoTask = ~TaskId{0};
 
   TaskId compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps = {});
   TaskId transfer(int src_endpoint, int dst_endpoint, double bytes, Phase phase, int layer,
@@ -70,19 +74,38 @@ class TaskGraph {
   /// for endpoint e (a plan made for part of a cluster, mapped onto the whole).
   void remap(const std::vector<int>& gpu_of, const std::vector<int>& endpoint_of);
 
-  std::size_t size() const { return tasks_.size(); }
-  const Task& task(TaskId id) const { return tasks_[id]; }
-  const std::vector<Task>& tasks() const { return tasks_; }
-  std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + t.ops_begin, t.ops_count}; }
-  const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }
-  std::uint32_t dependency_count(TaskId id) const { return dep_count_[id]; }
+  /// Tasks ever added: ids are [0, size()).
+  std::size_t size() const { return base_ + tasks_.size(); }
+  /// The first task still held: 0 unless drop_before() was called.
+  TaskId first() const { return first_; }
+  /// Tasks [first(), size()).
+  std::span<const Task> tasks() const { return std::span<const Task>(tasks_).subspan(first_ - base_); }
+  // The accessors below take held tasks only (ids from first() on).
+  const Task& task(TaskId id) const { return tasks_[id - base_]; }
+  std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + (t.ops_begin - ops_base_), t.ops_count}; }
+  const std::vector<TaskId>& successors(TaskId id) const { return successors_[id - base_]; }
+  std::uint32_t dependency_count(TaskId id) const { return dep_count_[id - base_]; }
+
+  /// Forgets tasks [first(), before): a plan run while it is built drops what has finished. A
+  /// dropped task may no longer be read or depended on.
+  void drop_before(TaskId before);
+  /// Starts watching new dependencies: earliest_dependency() is then the earliest task that any
+  /// dependency added since points to (kNoTask while none), so an executor can check that a part
+  /// added to a running plan depends only on tasks that cannot have finished.
+  void watch_dependencies() { earliest_dependency_ = kNoTask; }
+  TaskId earliest_dependency() const { return earliest_dependency_; }
 
  private:
   TaskId add(Task t, Deps deps);
+  // Storage for ids [base_, size()); ids [base_, first_) are dropped and wait to be compacted away.
   std::vector<Task> tasks_;
-  std::vector<Op> ops_;
+  std::vector<Op> ops_;  ///< ops_[i] is op number ops_base_ + i (Task::ops_begin counts from 0)
   std::vector<std::vector<TaskId>> successors_;
   std::vector<std::uint32_t> dep_count_;
+  TaskId base_ = 0;
+  TaskId first_ = 0;
+  std::uint32_t ops_base_ = 0;
+  TaskId earliest_dependency_ = kNoTask;
 };
 
 }  // namespace moesim
