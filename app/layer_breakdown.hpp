@@ -5,6 +5,7 @@
 // that instant: FFN > attention > communication > overhead; instants with nothing running (a
 // collective's launch latency, waiting on a barrier with no work left) are `idle`. The parts
 // therefore sum exactly to the layer's latency.
+#include <utility>
 #include <vector>
 
 #include "sim/plan_executor.hpp"
@@ -20,6 +21,19 @@ struct LayerBreakdown {
   double overhead = 0.0;       ///< a predictor's overhead and a policy's CPU-side scheduling
   double idle = 0.0;           ///< nothing running on any GPU
   double total() const { return attention + ffn + communication + overhead + idle; }
+};
+
+/// One layer's activity intervals, gathered task by task as they finish (a batch that runs while
+/// it is planned hands its tasks over a part at a time), then swept into the layer's breakdown.
+class LayerSweep {
+ public:
+  /// Counts a finished task of the layer (joins and instant tasks count nowhere).
+  void add(const Task& t, const TaskTiming& timing);
+  /// The breakdown over the layer's window [from, to]; forgets the intervals.
+  LayerBreakdown take(Tick from, Tick to);
+
+ private:
+  std::vector<std::pair<Tick, int>> edges_;  ///< (time, +1/-1 for an activity's interval starting/ending)
 };
 
 /// The breakdown of every MoE layer of an executed batch plan (layers with a router task), in
