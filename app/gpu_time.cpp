@@ -55,13 +55,23 @@ void GpuTimeSweep::add(const Task& t, const TaskTiming& timing) {
     Lane& lane = lanes_[static_cast<std::size_t>(use.gpu)];
     if (lane.pending.empty()) dirty_.push_back(use.gpu);
     const int cls = class_of(use.activity);
-    lane.pending.push_back({s, cls, +1});
-    lane.pending.push_back({e, cls, -1});
+    push(lane, lane.last_begin, s, cls, +1);
+    push(lane, lane.last_end, e, cls, -1);
   }
 }
 
+void GpuTimeSweep::push(Lane& lane, std::size_t& last, Tick at, int cls, int delta) {
+  if (last != kNone && lane.pending[last].at == at && lane.pending[last].cls == cls) {
+    lane.pending[last].delta += delta;
+    return;
+  }
+  last = lane.pending.size();
+  lane.pending.push_back({at, cls, delta});
+}
+
 // Each stretch between consecutive edges goes to the highest-precedence active class. Edges at one
-// instant are applied together, so their order (the sort is not stable) does not matter.
+// instant are applied together, so their order (the sort is not stable) does not matter, nor
+// whether equal ones were merged.
 void GpuTimeSweep::sweep(Lane& lane, Tick horizon) {
   auto& ev = lane.pending;
   std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
@@ -74,6 +84,7 @@ void GpuTimeSweep::sweep(Lane& lane, Tick horizon) {
     lane.prev = at;
   }
   ev.erase(ev.begin(), ev.begin() + static_cast<std::ptrdiff_t>(i));
+  lane.last_begin = lane.last_end = kNone;  // the sort moved them
 }
 
 void GpuTimeSweep::advance(Tick horizon) {

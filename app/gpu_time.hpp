@@ -53,13 +53,18 @@ class GpuTimeSweep {
     int delta;  ///< +1 an activity of class `cls` begins, -1 one ends
   };
   static constexpr int kClasses = 4;
+  static constexpr std::size_t kNone = ~std::size_t{0};
   /// One GPU's sweep: edges not yet swept and the state where the sweep stopped.
   struct Lane {
     std::vector<Edge> pending;
     std::array<int, kClasses> active{};
     Tick prev = 0;
     GpuTime time;
+    // The last begin and end edges pushed: an edge at the same instant and of the same class adds
+    // to it (an all-to-all's flows from one GPU start together, and many end together).
+    std::size_t last_begin = kNone, last_end = kNone;
   };
+  static void push(Lane& lane, std::size_t& last, Tick at, int cls, int delta);
   void sweep(Lane& lane, Tick horizon);
 
   Tick start_, end_;

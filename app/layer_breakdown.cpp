@@ -26,15 +26,28 @@ int activity_of(const Task& t) {
 
 }  // namespace
 
+static_assert(kActivities == 4, "LayerSweep keeps one start and end edge per activity");
+
 void LayerSweep::add(const Task& t, const TaskTiming& timing) {
   const int a = activity_of(t);
   if (a == kActivities || timing.end <= timing.start) return;
-  edges_.emplace_back(timing.start, a + 1);
-  edges_.emplace_back(timing.end, -(a + 1));
+  push(last_start_[a], timing.start, a, +1);
+  push(last_end_[a], timing.end, a, -1);
 }
 
+void LayerSweep::push(std::size_t& last, Tick at, int activity, int delta) {
+  if (last != kNone && edges_[last].at == at) {
+    edges_[last].delta += delta;
+    return;
+  }
+  last = edges_.size();
+  edges_.push_back({at, activity, delta});
+}
+
+// Edges at one instant are applied one after the other, but only the first credits any time (the
+// rest find the clock already there): their order, and whether equal ones were merged, does not matter.
 LayerBreakdown LayerSweep::take(Tick from, Tick to) {
-  std::sort(edges_.begin(), edges_.end());
+  std::sort(edges_.begin(), edges_.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
   std::array<int, kActivities> running{};
   std::array<Tick, kActivities + 1> spent{};  // the last slot is idle
   Tick t = from;
@@ -51,12 +64,13 @@ LayerBreakdown LayerSweep::take(Tick from, Tick to) {
     }
     t = std::max(t, until);
   };
-  for (const auto& [at, delta] : edges_) {
-    credit(at);
-    running[static_cast<std::size_t>(std::abs(delta) - 1)] += delta > 0 ? 1 : -1;
+  for (const Edge& e : edges_) {
+    credit(e.at);
+    running[static_cast<std::size_t>(e.activity)] += e.delta;
   }
   credit(to);
   edges_.clear();
+  for (int a = 0; a < kActivities; ++a) last_start_[a] = last_end_[a] = kNone;
   LayerBreakdown b;
   b.ffn = ticks_to_ms(spent[kFfn]);
   b.attention = ticks_to_ms(spent[kAttention]);

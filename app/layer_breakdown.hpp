@@ -33,7 +33,19 @@ class LayerSweep {
   LayerBreakdown take(Tick from, Tick to);
 
  private:
-  std::vector<std::pair<Tick, int>> edges_;  ///< (time, +1/-1 for an activity's interval starting/ending)
+  struct Edge {
+    Tick at;
+    int activity;
+    int delta;  ///< intervals of `activity` starting (> 0) or ending (< 0) at `at`
+  };
+  static constexpr int kActivities = 4;
+  static constexpr std::size_t kNone = ~std::size_t{0};
+  void push(std::size_t& last, Tick at, int activity, int delta);
+  std::vector<Edge> edges_;
+  // Per activity, the last start and end edges: an edge at the same instant adds to them (an
+  // all-to-all's flows start together and many end together).
+  std::size_t last_start_[kActivities] = {kNone, kNone, kNone, kNone};
+  std::size_t last_end_[kActivities] = {kNone, kNone, kNone, kNone};
 };
 
 /// The breakdown of every MoE layer of an executed batch plan (layers with a router task), in
