@@ -339,9 +339,10 @@ void PlanExecutor::finish(std::uint32_t slot, TaskId id) {
   // Iterate by index over a saved pointer and count, re-finding the graph each time: on_ready may
   // complete the graph (joins finish at once) and its callback may submit (growing graphs_).
   // That can only happen on the last successor (every later one still waits on this task), after
-  // which nothing here is read again. on_ready may also add a part to a fed plan, moving the
-  // successor lists but not this task's (a new part depends on none of the tasks finishing now).
-  const std::vector<TaskId>& succ = g.plan->successors(id);
+  // which nothing here is read again. on_ready may also add a part to a fed plan: that moves no
+  // task or successor list, and adds no successor to this task (a new part depends on none of the
+  // tasks finishing now).
+  const std::span<const TaskId> succ = g.plan->successors(id);
   const TaskId* next = succ.data();
   const std::size_t n = succ.size();
   for (std::size_t k = 0; k < n; ++k) {

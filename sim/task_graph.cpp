@@ -1,6 +1,8 @@
 #include "sim/task_graph.hpp"
 
+#include <algorithm>
 #include <cassert>
+#include <new>
 #include <stdexcept>
 
 namespace moesim {
@@ -23,10 +25,55 @@ const char* phase_name(Phase p) {
   return "?";
 }
 
+SuccessorList::SuccessorList(const SuccessorList& o) : size_(o.size_), capacity_(o.capacity_) {
+  if (size_ <= kInline) {
+    std::copy(o.inline_, o.inline_ + kInline, inline_);
+  } else {
+    heap_ = new TaskId[capacity_];
+    std::copy(o.heap_, o.heap_ + size_, heap_);
+  }
+}
+
+SuccessorList::SuccessorList(SuccessorList&& o) noexcept : size_(o.size_), capacity_(o.capacity_) {
+  if (size_ <= kInline) {
+    std::copy(o.inline_, o.inline_ + kInline, inline_);
+  } else {
+    heap_ = o.heap_;
+    o.size_ = 0;
+    o.capacity_ = kInline;
+  }
+}
+
+SuccessorList& SuccessorList::operator=(SuccessorList o) noexcept {
+  this->~SuccessorList();
+  return *new (this) SuccessorList(std::move(o));
+}
+
+SuccessorList::~SuccessorList() {
+  if (size_ > kInline) delete[] heap_;
+}
+
+void SuccessorList::push_back(TaskId id) {
+  if (size_ < kInline) {
+    inline_[size_++] = id;
+    return;
+  }
+  if (size_ == kInline || size_ == capacity_) {
+    const std::uint32_t grown = 2 * std::max(size_, kInline);
+    auto* moved = new TaskId[grown];
+    const std::span<const TaskId> old = view();
+    std::copy(old.begin(), old.end(), moved);
+    if (size_ > kInline) delete[] heap_;
+    heap_ = moved;
+    capacity_ = grown;
+  }
+  heap_[size_++] = id;
+}
+
 TaskId TaskGraph::add(Task t, Deps deps) {
   const auto id = static_cast<TaskId>(size());
   tasks_.push_back(t);
-  successors_.emplace_back();
+  successors_.push_back({});
   dep_count_.push_back(0);
   for (TaskId d : deps) depend(id, d);
   return id;
@@ -35,34 +82,30 @@ TaskId TaskGraph::add(Task t, Deps deps) {
 void TaskGraph::depend(TaskId task, TaskId before) {
   // Dependencies point backwards in insertion order, so every plan is acyclic by construction.
   if (before >= task) throw std::logic_error("task dependency must point to an earlier task");
-  if (before < first_) throw std::logic_error("task dependency points to a dropped task");
-  successors_[before - base_].push_back(task);
-  ++dep_count_[task - base_];
+  if (before < first()) throw std::logic_error("task dependency points to a dropped task");
+  successors_[before].push_back(task);
+  ++dep_count_[task];
   if (before < earliest_dependency_) earliest_dependency_ = before;
 }
 
 void TaskGraph::drop_before(TaskId before) {
   if (before > size()) throw std::logic_error("TaskGraph::drop_before: beyond the last task");
-  if (before <= first_) return;
-  first_ = before;
-  // Compacted only once the dropped front outweighs what is held, so each task is moved at most
-  // a constant number of times however the plan is dropped.
-  const std::size_t dropped = first_ - base_;
-  if (2 * dropped < tasks_.size()) return;
+  if (before <= first()) return;
+  tasks_.drop_before(before);
+  successors_.drop_before(before);
+  dep_count_.drop_before(before);
   // Ops are stored in task order: the held tasks' ops start at the first held compute task's.
+  // Compacted only once the dropped ops outweigh the held ones, so each op moves O(1) times.
   std::uint32_t first_op = ops_base_ + static_cast<std::uint32_t>(ops_.size());
-  for (std::size_t i = dropped; i < tasks_.size(); ++i)
-    if (tasks_[i].ops_count > 0) {
-      first_op = tasks_[i].ops_begin;
+  for (const Task& t : tasks())
+    if (t.ops_count > 0) {
+      first_op = t.ops_begin;
       break;
     }
-  ops_.erase(ops_.begin(), ops_.begin() + (first_op - ops_base_));
+  const std::size_t dropped = first_op - ops_base_;
+  if (2 * dropped < ops_.size()) return;
+  ops_.erase(ops_.begin(), ops_.begin() + static_cast<std::ptrdiff_t>(dropped));
   ops_base_ = first_op;
-  const auto cut = static_cast<std::ptrdiff_t>(dropped);
-  tasks_.erase(tasks_.begin(), tasks_.begin() + cut);
-  successors_.erase(successors_.begin(), successors_.begin() + cut);
-  dep_count_.erase(dep_count_.begin(), dep_count_.begin() + cut);
-  base_ = first_;
 }
 
 TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps) {
@@ -118,7 +161,8 @@ void TaskGraph::remap(const std::vector<int>& gpu_of, const std::vector<int>& en
     if (static_cast<std::size_t>(v) >= m.size()) throw std::logic_error("TaskGraph::remap: id out of range");
     return static_cast<std::int32_t>(m[static_cast<std::size_t>(v)]);
   };
-  for (Task& t : tasks_) {
+  for (std::size_t id = first(); id < size(); ++id) {
+    Task& t = tasks_[id];
     t.gpu = map(gpu_of, t.gpu);
     t.src = map(endpoint_of, t.src);
     t.dst = map(endpoint_of, t.dst);

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "sim/paged_vector.hpp"
 #include "sim/tick.hpp"
 #include "sim/work.hpp"
 
@@ -56,6 +57,29 @@ struct Task {
   Tick delay = 0;
 };
 
+/// A task's successors: up to four inline (almost every task has one or two: a transfer feeds
+/// its sender's and receiver's joins), more on the heap, so a plan of millions of tasks does not
+/// make millions of allocations.
+class SuccessorList {
+ public:
+  SuccessorList() = default;
+  SuccessorList(const SuccessorList& o);
+  SuccessorList(SuccessorList&& o) noexcept;
+  SuccessorList& operator=(SuccessorList o) noexcept;
+  ~SuccessorList();
+  void push_back(TaskId id);
+  std::span<const TaskId> view() const { return {size_ <= kInline ? inline_ : heap_, size_}; }
+
+ private:
+  static constexpr std::uint32_t kInline = 4;
+  std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = kInline;  ///< heap capacity once size_ > kInline
+  union {
+    TaskId inline_[kInline];
+    TaskId* heap_;
+  };
+};
+
 /// The plan: tasks in insertion order with their dependency edges. Ids are positions in
 /// insertion order and never change, even after the tasks before them are dropped.
 class TaskGraph {
@@ -75,16 +99,17 @@ class TaskGraph {
   void remap(const std::vector<int>& gpu_of, const std::vector<int>& endpoint_of);
 
   /// Tasks ever added: ids are [0, size()).
-  std::size_t size() const { return base_ + tasks_.size(); }
+  std::size_t size() const { return tasks_.size(); }
   /// The first task still held: 0 unless drop_before() was called.
-  TaskId first() const { return first_; }
-  /// Tasks [first(), size()).
-  std::span<const Task> tasks() const { return std::span<const Task>(tasks_).subspan(first_ - base_); }
-  // The accessors below take held tasks only (ids from first() on).
-  const Task& task(TaskId id) const { return tasks_[id - base_]; }
+  TaskId first() const { return static_cast<TaskId>(tasks_.first()); }
+  /// Tasks [first(), size()), in id order.
+  PagedVector<Task>::View tasks() const { return tasks_.view(); }
+  // The accessors below take held tasks only (ids from first() on). Tasks and their successor
+  // lists never move while the plan grows.
+  const Task& task(TaskId id) const { return tasks_[id]; }
   std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + (t.ops_begin - ops_base_), t.ops_count}; }
-  const std::vector<TaskId>& successors(TaskId id) const { return successors_[id - base_]; }
-  std::uint32_t dependency_count(TaskId id) const { return dep_count_[id - base_]; }
+  std::span<const TaskId> successors(TaskId id) const { return successors_[id].view(); }
+  std::uint32_t dependency_count(TaskId id) const { return dep_count_[id]; }
 
   /// Forgets tasks [first(), before): a plan run while it is built drops what has finished. A
   /// dropped task may no longer be read or depended on.
@@ -97,13 +122,10 @@ class TaskGraph {
 
  private:
   TaskId add(Task t, Deps deps);
-  // Storage for ids [base_, size()); ids [base_, first_) are dropped and wait to be compacted away.
-  std::vector<Task> tasks_;
+  PagedVector<Task> tasks_;
+  PagedVector<SuccessorList> successors_;
+  PagedVector<std::uint32_t> dep_count_;
   std::vector<Op> ops_;  ///< ops_[i] is op number ops_base_ + i (Task::ops_begin counts from 0)
-  std::vector<std::vector<TaskId>> successors_;
-  std::vector<std::uint32_t> dep_count_;
-  TaskId base_ = 0;
-  TaskId first_ = 0;
   std::uint32_t ops_base_ = 0;
   TaskId earliest_dependency_ = kNoTask;
 };

@@ -216,7 +216,8 @@ TEST(TaskGraph, DropBeforeKeepsIdsAndOps) {
   ASSERT_EQ(g.tasks().size(), 2u);
   EXPECT_EQ(g.task(9).layer, 9);
   EXPECT_EQ(g.ops_of(g.task(8))[1].flops, 108.0);
-  EXPECT_EQ(g.successors(8), std::vector<TaskId>{9});
+  ASSERT_EQ(g.successors(8).size(), 1u);
+  EXPECT_EQ(g.successors(8)[0], 9u);
   EXPECT_EQ(g.dependency_count(9), 1u);
   // New tasks keep counting from the end, and their ops are found after compaction.
   const TaskId dep[] = {9};
@@ -229,6 +230,43 @@ TEST(TaskGraph, DropBeforeKeepsIdsAndOps) {
   EXPECT_EQ(g.earliest_dependency(), TaskGraph::kNoTask);
   g.join(dep);
   EXPECT_EQ(g.earliest_dependency(), 9u);
+}
+
+// Past the first pages and the inline successor slots: a fan-out task keeps its successors, in
+// order, through drops that recycle pages, and a copy of a dropped plan holds the same tasks.
+TEST(TaskGraph, FanOutsAndPagesSurviveDropsAndCopies) {
+  TaskGraph g;
+  const TaskId root = g.join({});
+  std::vector<TaskId> fan;
+  for (int i = 0; i < 3 * static_cast<int>(PagedVector<Task>::kPageSize); ++i) {
+    const TaskId dep[] = {i % 1000 == 0 ? root : static_cast<TaskId>(g.size() - 1)};
+    const TaskId t = g.delay(i, Phase::kOther, i, dep);
+    if (i % 1000 == 0) fan.push_back(t);
+  }
+  ASSERT_EQ(g.successors(root).size(), fan.size());
+  for (std::size_t k = 0; k < fan.size(); ++k) EXPECT_EQ(g.successors(root)[k], fan[k]);
+  const TaskId late = static_cast<TaskId>(2 * PagedVector<Task>::kPageSize + 5);
+  // Tasks grow a chain off `late`, several past the inline slots, after its pages' neighbours go.
+  g.drop_before(late);
+  std::vector<TaskId> added;
+  for (int k = 0; k < 9; ++k) {
+    const TaskId dep[] = {late};
+    added.push_back(g.join(dep));
+  }
+  EXPECT_EQ(g.first(), late);
+  EXPECT_EQ(g.task(late).delay, static_cast<Tick>(late - 1));
+  const auto succ = g.successors(late);
+  ASSERT_EQ(succ.size(), 10u);  // the chain's next delay, then the joins
+  EXPECT_EQ(succ[0], late + 1);
+  for (std::size_t k = 0; k < added.size(); ++k) EXPECT_EQ(succ[k + 1], added[k]);
+  const TaskGraph copy = g;
+  EXPECT_EQ(copy.first(), late);
+  EXPECT_EQ(copy.size(), g.size());
+  EXPECT_EQ(copy.tasks().size(), g.tasks().size());
+  EXPECT_EQ(copy.task(late + 1).delay, g.task(late + 1).delay);
+  ASSERT_EQ(copy.successors(late).size(), 10u);
+  EXPECT_EQ(copy.successors(late)[9], added.back());
+  EXPECT_EQ(copy.dependency_count(added[0]), 1u);
 }
 
 }  // namespace moesim
