@@ -53,25 +53,37 @@ void GpuTimeSweep::add(const Task& t, const TaskTiming& timing) {
   if (e <= s) return;
   for (const GpuUse& use : gpu_uses(t, static_cast<int>(lanes_.size()))) {
     Lane& lane = lanes_[static_cast<std::size_t>(use.gpu)];
-    if (lane.pending.empty()) dirty_.push_back(use.gpu);
+    if (!lane.dirty) {
+      lane.dirty = true;
+      dirty_.push_back(use.gpu);
+    }
     const int cls = class_of(use.activity);
-    push(lane, lane.last_begin, s, cls, +1);
-    push(lane, lane.last_end, e, cls, -1);
+    Open& o = lane.open[static_cast<std::size_t>(cls)];
+    if (o.held && s <= o.end && e >= o.begin) {
+      o.begin = std::min(o.begin, s);
+      o.end = std::max(o.end, e);
+      continue;
+    }
+    if (o.held) {
+      lane.pending.push_back({o.begin, cls, +1});
+      lane.pending.push_back({o.end, cls, -1});
+    }
+    o = Open{s, e, true};
   }
 }
 
-void GpuTimeSweep::push(Lane& lane, std::size_t& last, Tick at, int cls, int delta) {
-  if (last != kNone && lane.pending[last].at == at && lane.pending[last].cls == cls) {
-    lane.pending[last].delta += delta;
-    return;
+void GpuTimeSweep::flush(Lane& lane) {
+  for (int cls = 0; cls < kClasses; ++cls) {
+    Open& o = lane.open[static_cast<std::size_t>(cls)];
+    if (!o.held) continue;
+    lane.pending.push_back({o.begin, cls, +1});
+    lane.pending.push_back({o.end, cls, -1});
+    o.held = false;
   }
-  last = lane.pending.size();
-  lane.pending.push_back({at, cls, delta});
 }
 
 // Each stretch between consecutive edges goes to the highest-precedence active class. Edges at one
-// instant are applied together, so their order (the sort is not stable) does not matter, nor
-// whether equal ones were merged.
+// instant are applied together, so their order (the sort is not stable) does not matter.
 void GpuTimeSweep::sweep(Lane& lane, Tick horizon) {
   auto& ev = lane.pending;
   std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
@@ -84,15 +96,16 @@ void GpuTimeSweep::sweep(Lane& lane, Tick horizon) {
     lane.prev = at;
   }
   ev.erase(ev.begin(), ev.begin() + static_cast<std::ptrdiff_t>(i));
-  lane.last_begin = lane.last_end = kNone;  // the sort moved them
 }
 
 void GpuTimeSweep::advance(Tick horizon) {
   std::size_t kept = 0;
   for (const int g : dirty_) {
     Lane& lane = lanes_[static_cast<std::size_t>(g)];
+    flush(lane);
     sweep(lane, horizon);
-    if (!lane.pending.empty()) dirty_[kept++] = g;
+    lane.dirty = !lane.pending.empty();
+    if (lane.dirty) dirty_[kept++] = g;
   }
   dirty_.resize(kept);
 }

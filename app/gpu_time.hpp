@@ -30,10 +30,12 @@ struct GpuTime {
 };
 
 /// The breakdown of every GPU over a window, from tasks handed over in any order as they finish.
-/// Each GPU's activity edges wait until no task still to come can start before them (the
-/// horizon), then are swept in time order: each stretch between edges goes to the highest-
-/// precedence class active in it. Ticks are summed exactly, so the result does not depend on how
-/// the tasks were split into hand-overs.
+/// Only whether a class is active matters at each instant, so overlapping intervals of one class
+/// on one GPU are merged as they arrive (an all-to-all's flows to and from a GPU overlap) and
+/// only their union reaches the sweep. Each GPU's edges wait until no task still to come can
+/// start before them (the horizon), then are swept in time order: each stretch between edges goes
+/// to the highest-precedence class active in it. Ticks are summed exactly, so the result does not
+/// depend on how the tasks were split into hand-overs.
 class GpuTimeSweep {
  public:
   /// Tasks are clipped to [start, end].
@@ -50,26 +52,29 @@ class GpuTimeSweep {
   struct Edge {
     Tick at;
     int cls;
-    int delta;  ///< +1 an activity of class `cls` begins, -1 one ends
+    int delta;  ///< +1 an interval of class `cls` begins, -1 one ends
+  };
+  /// The union of a run of overlapping intervals of one class, not yet turned into edges.
+  struct Open {
+    Tick begin = 0, end = 0;
+    bool held = false;
   };
   static constexpr int kClasses = 4;
-  static constexpr std::size_t kNone = ~std::size_t{0};
-  /// One GPU's sweep: edges not yet swept and the state where the sweep stopped.
+  /// One GPU's sweep: intervals being merged, edges not yet swept, and where the sweep stopped.
   struct Lane {
+    std::array<Open, kClasses> open;
     std::vector<Edge> pending;
     std::array<int, kClasses> active{};
     Tick prev = 0;
     GpuTime time;
-    // The last begin and end edges pushed: an edge at the same instant and of the same class adds
-    // to it (an all-to-all's flows from one GPU start together, and many end together).
-    std::size_t last_begin = kNone, last_end = kNone;
+    bool dirty = false;  ///< has open intervals or pending edges
   };
-  static void push(Lane& lane, std::size_t& last, Tick at, int cls, int delta);
+  static void flush(Lane& lane);
   void sweep(Lane& lane, Tick horizon);
 
   Tick start_, end_;
   std::vector<Lane> lanes_;
-  std::vector<int> dirty_;  ///< lanes with pending edges
+  std::vector<int> dirty_;  ///< the dirty lanes
 };
 
 /// Breakdown of every GPU over the window [start, end] of one executed plan (tasks outside the

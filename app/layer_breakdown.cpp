@@ -26,27 +26,33 @@ int activity_of(const Task& t) {
 
 }  // namespace
 
-static_assert(kActivities == 4, "LayerSweep keeps one start and end edge per activity");
+static_assert(kActivities == 4, "LayerSweep merges intervals of four activities");
 
 void LayerSweep::add(const Task& t, const TaskTiming& timing) {
   const int a = activity_of(t);
   if (a == kActivities || timing.end <= timing.start) return;
-  push(last_start_[a], timing.start, a, +1);
-  push(last_end_[a], timing.end, a, -1);
-}
-
-void LayerSweep::push(std::size_t& last, Tick at, int activity, int delta) {
-  if (last != kNone && edges_[last].at == at) {
-    edges_[last].delta += delta;
+  Open& o = open_[a];
+  if (o.held && timing.start <= o.end && timing.end >= o.begin) {
+    o.begin = std::min(o.begin, timing.start);
+    o.end = std::max(o.end, timing.end);
     return;
   }
-  last = edges_.size();
-  edges_.push_back({at, activity, delta});
+  flush(a);
+  o = Open{timing.start, timing.end, true};
+}
+
+void LayerSweep::flush(int activity) {
+  Open& o = open_[activity];
+  if (!o.held) return;
+  edges_.push_back({o.begin, activity, +1});
+  edges_.push_back({o.end, activity, -1});
+  o.held = false;
 }
 
 // Edges at one instant are applied one after the other, but only the first credits any time (the
-// rest find the clock already there): their order, and whether equal ones were merged, does not matter.
+// rest find the clock already there): their order does not matter.
 LayerBreakdown LayerSweep::take(Tick from, Tick to) {
+  for (int a = 0; a < kActivities; ++a) flush(a);
   std::sort(edges_.begin(), edges_.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
   std::array<int, kActivities> running{};
   std::array<Tick, kActivities + 1> spent{};  // the last slot is idle
@@ -70,7 +76,6 @@ LayerBreakdown LayerSweep::take(Tick from, Tick to) {
   }
   credit(to);
   edges_.clear();
-  for (int a = 0; a < kActivities; ++a) last_start_[a] = last_end_[a] = kNone;
   LayerBreakdown b;
   b.ffn = ticks_to_ms(spent[kFfn]);
   b.attention = ticks_to_ms(spent[kAttention]);

@@ -25,6 +25,9 @@ struct LayerBreakdown {
 
 /// One layer's activity intervals, gathered task by task as they finish (a batch that runs while
 /// it is planned hands its tasks over a part at a time), then swept into the layer's breakdown.
+/// Only whether an activity runs matters at each instant, so overlapping intervals of one
+/// activity are merged as they arrive (an all-to-all's flows overlap) and only their union is
+/// swept.
 class LayerSweep {
  public:
   /// Counts a finished task of the layer (joins and instant tasks count nowhere).
@@ -36,16 +39,17 @@ class LayerSweep {
   struct Edge {
     Tick at;
     int activity;
-    int delta;  ///< intervals of `activity` starting (> 0) or ending (< 0) at `at`
+    int delta;  ///< +1 an interval of `activity` starts at `at`, -1 one ends
+  };
+  /// The union of a run of overlapping intervals of one activity, not yet turned into edges.
+  struct Open {
+    Tick begin = 0, end = 0;
+    bool held = false;
   };
   static constexpr int kActivities = 4;
-  static constexpr std::size_t kNone = ~std::size_t{0};
-  void push(std::size_t& last, Tick at, int activity, int delta);
+  void flush(int activity);
   std::vector<Edge> edges_;
-  // Per activity, the last start and end edges: an edge at the same instant adds to them (an
-  // all-to-all's flows start together and many end together).
-  std::size_t last_start_[kActivities] = {kNone, kNone, kNone, kNone};
-  std::size_t last_end_[kActivities] = {kNone, kNone, kNone, kNone};
+  Open open_[kActivities];
 };
 
 /// The breakdown of every MoE layer of an executed batch plan (layers with a router task), in
