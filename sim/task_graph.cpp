@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <new>
 #include <stdexcept>
 
 namespace moesim {
@@ -25,37 +24,29 @@ const char* phase_name(Phase p) {
   return "?";
 }
 
-SuccessorList::SuccessorList(const SuccessorList& o) : size_(o.size_), capacity_(o.capacity_) {
-  if (size_ <= kInline) {
-    std::copy(o.inline_, o.inline_ + kInline, inline_);
-  } else {
-    heap_ = new TaskId[capacity_];
-    std::copy(o.heap_, o.heap_ + size_, heap_);
+SuccessorList::SuccessorList(const SuccessorList& o) : size_(o.size_), capacity_(o.capacity_), ids_(o.ids_) {
+  if (size_ > kInline) {
+    ids_.heap = new TaskId[capacity_];
+    std::copy(o.ids_.heap, o.ids_.heap + size_, ids_.heap);
   }
 }
 
-SuccessorList::SuccessorList(SuccessorList&& o) noexcept : size_(o.size_), capacity_(o.capacity_) {
-  if (size_ <= kInline) {
-    std::copy(o.inline_, o.inline_ + kInline, inline_);
-  } else {
-    heap_ = o.heap_;
-    o.size_ = 0;
-    o.capacity_ = kInline;
+SuccessorList& SuccessorList::operator=(const SuccessorList& o) {
+  if (this != &o) *this = SuccessorList(o);
+  return *this;
+}
+
+SuccessorList& SuccessorList::operator=(SuccessorList&& o) noexcept {
+  if (this != &o) {
+    release();
+    take(o);
   }
-}
-
-SuccessorList& SuccessorList::operator=(SuccessorList o) noexcept {
-  this->~SuccessorList();
-  return *new (this) SuccessorList(std::move(o));
-}
-
-SuccessorList::~SuccessorList() {
-  if (size_ > kInline) delete[] heap_;
+  return *this;
 }
 
 void SuccessorList::push_back(TaskId id) {
   if (size_ < kInline) {
-    inline_[size_++] = id;
+    ids_.inline_[size_++] = id;
     return;
   }
   if (size_ == kInline || size_ == capacity_) {
@@ -63,11 +54,11 @@ void SuccessorList::push_back(TaskId id) {
     auto* moved = new TaskId[grown];
     const std::span<const TaskId> old = view();
     std::copy(old.begin(), old.end(), moved);
-    if (size_ > kInline) delete[] heap_;
-    heap_ = moved;
+    release();
+    ids_.heap = moved;
     capacity_ = grown;
   }
-  heap_[size_++] = id;
+  ids_.heap[size_++] = id;
 }
 
 TaskId TaskGraph::add(Task t, Deps deps) {

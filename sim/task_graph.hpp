@@ -64,20 +64,32 @@ class SuccessorList {
  public:
   SuccessorList() = default;
   SuccessorList(const SuccessorList& o);
-  SuccessorList(SuccessorList&& o) noexcept;
-  SuccessorList& operator=(SuccessorList o) noexcept;
-  ~SuccessorList();
+  SuccessorList(SuccessorList&& o) noexcept { take(o); }
+  SuccessorList& operator=(const SuccessorList& o);
+  SuccessorList& operator=(SuccessorList&& o) noexcept;
+  ~SuccessorList() { release(); }
   void push_back(TaskId id);
-  std::span<const TaskId> view() const { return {size_ <= kInline ? inline_ : heap_, size_}; }
+  std::span<const TaskId> view() const { return {size_ <= kInline ? ids_.inline_ : ids_.heap, size_}; }
 
  private:
   static constexpr std::uint32_t kInline = 4;
+  void release() noexcept {
+    if (size_ > kInline) delete[] ids_.heap;
+  }
+  /// Takes `o`'s ids (a plain copy of the storage: inline ids or the heap pointer), leaving it empty.
+  void take(SuccessorList& o) noexcept {
+    size_ = o.size_;
+    capacity_ = o.capacity_;
+    ids_ = o.ids_;
+    o.size_ = 0;
+    o.capacity_ = kInline;
+  }
   std::uint32_t size_ = 0;
   std::uint32_t capacity_ = kInline;  ///< heap capacity once size_ > kInline
-  union {
+  union Ids {
     TaskId inline_[kInline];
-    TaskId* heap_;
-  };
+    TaskId* heap;
+  } ids_{};
 };
 
 /// The plan: tasks in insertion order with their dependency edges. Ids are positions in
