@@ -23,6 +23,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <boost/graph/filtered_graph.hpp>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -220,9 +221,17 @@ void Cluster::compute_routes() {
   const Adj& g = gr.g;
   const int E = num_endpoints(), G = spec_.gpus_per_node, per_node = G + 1;
   local_.assign(static_cast<std::size_t>(num_nodes()) * per_node * per_node, {});
-  rail_.assign(E, -1);
+  node_of_.resize(E);
+  local_of_.resize(E);
+  for (int ep = 0; ep < E; ++ep) {
+    node_of_[ep] = node_of_endpoint(ep);
+    local_of_[ep] = local_index(ep);
+  }
+  std::vector<int> rail(E, -1);
   to_rail_.assign(E, {});
-  from_nic_.assign(static_cast<std::size_t>(num_nodes()) * spec_.nics_per_node * per_node, {});
+  from_rail_.assign(E, {});
+  rail_up_.assign(E, 0);
+  rail_down_.assign(E, 0);
 
   for (int n = 0; n < num_nodes(); ++n) {
     std::vector<int> eps;
@@ -244,33 +253,35 @@ void Cluster::compute_routes() {
         if (search.distance(nics[k]) <= best * (1.0 + 1e-9)) nearest.push_back(k);
       const int gpu = local_index(src) % G;  // the host takes GPU 0's preference
       const int wanted = gpu * static_cast<int>(nics.size()) / G;
-      rail_[src] = nearest[gpu % nearest.size()];
+      rail[src] = nearest[gpu % nearest.size()];
       for (int k : nearest)
-        if (k == wanted) rail_[src] = k;
-      to_rail_[src] = search.path_to(nics[rail_[src]]);
+        if (k == wanted) rail[src] = k;
+      to_rail_[src] = search.path_to(nics[rail[src]]);
+      rail_up_[src] = gr.nic_up[n][rail[src]];        // NIC -> network switch
+      rail_down_[src] = gr.nic_up[n][rail[src]] + 1;  // network switch -> NIC (the cable's other direction)
     }
     for (int k = 0; k < static_cast<int>(nics.size()); ++k) {
       const NodeSearch search(g, nics[k], n);
       for (int dst : eps)
-        from_nic_[(static_cast<std::size_t>(n) * spec_.nics_per_node + k) * per_node + local_index(dst)] =
-            search.path_to(gr.endpoint[dst]);
+        if (rail[dst] == k) from_rail_[dst] = search.path_to(gr.endpoint[dst]);
     }
   }
 }
 
-template <class F>
-void Cluster::for_each_link(int src, int dst, F&& f) const {
+Cluster::RouteParts Cluster::route_parts(int src, int dst) const {
   check_endpoints(src, dst);
-  const int ns = node_of_endpoint(src), nd = node_of_endpoint(dst), per_node = spec_.gpus_per_node + 1;
-  if (ns == nd) {
-    for (LinkId l : local_[(static_cast<std::size_t>(ns) * per_node + local_index(src)) * per_node + local_index(dst)]) f(l);
-    return;
+  RouteParts p;
+  const int ns = node_of_[src];
+  if (ns == node_of_[dst]) {
+    const auto per_node = static_cast<std::size_t>(spec_.gpus_per_node) + 1;
+    p.inside = &local_[(static_cast<std::size_t>(ns) * per_node + local_of_[src]) * per_node + local_of_[dst]];
+    return p;
   }
-  const int out = rail_[src], in = rail_[dst];
-  for (LinkId l : to_rail_[src]) f(l);
-  f(graph_->nic_up[ns][out]);       // NIC -> network switch
-  f(graph_->nic_up[nd][in] + 1);    // network switch -> NIC (the cable's other direction)
-  for (LinkId l : from_nic_[(static_cast<std::size_t>(nd) * spec_.nics_per_node + in) * per_node + local_index(dst)]) f(l);
+  p.head = &to_rail_[src];
+  p.up = rail_up_[src];
+  p.down = rail_down_[dst];
+  p.tail = &from_rail_[dst];
+  return p;
 }
 
 Cluster::~Cluster() = default;
@@ -289,9 +300,30 @@ std::vector<LinkId> Cluster::route(int src, int dst) const {
   return out;
 }
 
+template <class F>
+void Cluster::for_each_link(int src, int dst, F&& f) const {
+  const RouteParts p = route_parts(src, dst);
+  if (p.inside) {
+    for (LinkId l : *p.inside) f(l);
+    return;
+  }
+  for (LinkId l : *p.head) f(l);
+  f(p.up);
+  f(p.down);
+  for (LinkId l : *p.tail) f(l);
+}
+
 void Cluster::route_into(int src, int dst, std::vector<LinkId>& out) const {
-  out.clear();
-  for_each_link(src, dst, [&out](LinkId l) { out.push_back(l); });
+  const RouteParts p = route_parts(src, dst);
+  if (p.inside) {
+    out.assign(p.inside->begin(), p.inside->end());
+    return;
+  }
+  out.resize(p.head->size() + 2 + p.tail->size());
+  auto it = std::copy(p.head->begin(), p.head->end(), out.begin());
+  *it++ = p.up;
+  *it++ = p.down;
+  std::copy(p.tail->begin(), p.tail->end(), it);
 }
 
 void Cluster::install(NetworkBackend& net) const {

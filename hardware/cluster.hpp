@@ -108,6 +108,15 @@ class Cluster {
   struct Graph;  // Boost.Graph adjacency list, kept out of the header
   void compute_routes();
   void check_endpoints(int src, int dst) const;
+  /// The pieces of the route from `src` to `dst`: within a node, `*inside`; between nodes, `*head`,
+  /// the two network links and `*tail`.
+  struct RouteParts {
+    const std::vector<LinkId>* inside = nullptr;
+    const std::vector<LinkId>* head = nullptr;
+    LinkId up = 0, down = 0;
+    const std::vector<LinkId>* tail = nullptr;
+  };
+  RouteParts route_parts(int src, int dst) const;
   /// Calls f(link) for each link of the route from `src` to `dst`, in order.
   template <class F>
   void for_each_link(int src, int dst, F&& f) const;
@@ -117,10 +126,11 @@ class Cluster {
   ClusterSpec spec_;
   std::vector<LinkInfo> links_;
   // The pieces routes are composed from (see compute_routes): O(nodes · gpus_per_node²) paths.
-  std::vector<std::vector<LinkId>> local_;     ///< [node][src local][dst local]: inside one node
-  std::vector<int> rail_;                      ///< per endpoint: its rail NIC's index in its node
-  std::vector<std::vector<LinkId>> to_rail_;   ///< per endpoint: links to its rail NIC
-  std::vector<std::vector<LinkId>> from_nic_;  ///< [node][nic][dst local]: links from a NIC inward
+  std::vector<std::vector<LinkId>> local_;      ///< [node][src local][dst local]: inside one node
+  std::vector<int> node_of_, local_of_;         ///< per endpoint: its node and local index
+  std::vector<std::vector<LinkId>> to_rail_;    ///< per endpoint: links to its rail NIC
+  std::vector<std::vector<LinkId>> from_rail_;  ///< per endpoint: links from its rail NIC to it
+  std::vector<LinkId> rail_up_, rail_down_;     ///< per endpoint: its rail NIC's links to and from the network
   std::unique_ptr<Graph> graph_;
 };
 
