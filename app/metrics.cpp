@@ -6,103 +6,8 @@
 #include <numeric>
 #include <utility>
 
-#include "sim/chrome_trace.hpp"
 
 namespace moesim {
-
-namespace {
-
-// Breakdown classes in precedence order; waiting is whatever no class claims.
-enum Class { kComputeClass, kCopyClass, kCommunicationClass, kSchedulingClass, kClasses };
-constexpr std::array<const char*, kClasses + 1> kClassNames = {"compute", "copy", "communication", "scheduling",
-                                                               "waiting"};
-
-Class class_of(GpuActivity a) {
-  switch (a) {
-    case GpuActivity::kCompute: return kComputeClass;
-    case GpuActivity::kCopy: return kCopyClass;
-    case GpuActivity::kSend:
-    case GpuActivity::kReceive: return kCommunicationClass;
-    case GpuActivity::kSchedule: return kSchedulingClass;
-  }
-  return kSchedulingClass;
-}
-
-// The field of class `c` (waiting for c == kClasses), const or not as `t` is.
-template <class T>
-auto& slot(T& t, int c) {
-  switch (c) {
-    case kComputeClass: return t.compute;
-    case kCopyClass: return t.copy;
-    case kCommunicationClass: return t.communication;
-    case kSchedulingClass: return t.scheduling;
-    default: return t.waiting;
-  }
-}
-
-struct Edge {
-  Tick at;
-  int cls;
-  int delta;  ///< +1 an activity of class `cls` begins, -1 one ends
-};
-
-}  // namespace
-
-GpuTime& GpuTime::operator+=(const GpuTime& o) {
-  for (int c = 0; c <= kClasses; ++c) slot(*this, c) += slot(o, c);
-  return *this;
-}
-
-std::vector<GpuTime> gpu_time_breakdown(const TaskGraph& plan, const std::vector<TaskTiming>& timing,
-                                        int num_gpus, Tick start, Tick end) {
-  std::vector<std::vector<Edge>> edges(static_cast<std::size_t>(num_gpus));
-  for (TaskId id = 0; id < plan.size(); ++id) {
-    const Tick s = std::max(timing[id].start, start), e = std::min(timing[id].end, end);
-    if (e <= s) continue;
-    for (const GpuUse& use : gpu_uses(plan.task(id), num_gpus)) {
-      auto& ev = edges[static_cast<std::size_t>(use.gpu)];
-      ev.push_back({s, class_of(use.activity), +1});
-      ev.push_back({e, class_of(use.activity), -1});
-    }
-  }
-  std::vector<GpuTime> out(static_cast<std::size_t>(num_gpus));
-  for (int g = 0; g < num_gpus; ++g) {
-    auto& ev = edges[static_cast<std::size_t>(g)];
-    std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
-    // Sweep: each stretch between consecutive edges goes to the highest-precedence active class.
-    std::array<int, kClasses> active{};
-    Tick prev = start;
-    GpuTime& t = out[static_cast<std::size_t>(g)];
-    for (std::size_t i = 0; i < ev.size();) {
-      const Tick at = ev[i].at;
-      const auto top = std::find_if(active.begin(), active.end(), [](int n) { return n > 0; });
-      if (top != active.end()) slot(t, static_cast<int>(top - active.begin())) += at - prev;
-      for (; i < ev.size() && ev[i].at == at; ++i) active[static_cast<std::size_t>(ev[i].cls)] += ev[i].delta;
-      prev = at;
-    }
-    t.waiting = std::max<Tick>(0, end - start) - (t.compute + t.copy + t.communication + t.scheduling);
-  }
-  return out;
-}
-
-nlohmann::json gpu_time_json(const std::vector<GpuTime>& per_gpu, Tick makespan) {
-  nlohmann::json gpus = nlohmann::json::array();
-  std::array<double, kClasses + 1> fraction{};
-  for (const GpuTime& t : per_gpu) {
-    nlohmann::json g;
-    for (int c = 0; c <= kClasses; ++c) {
-      g[kClassNames[static_cast<std::size_t>(c)]] = ticks_to_ms(slot(t, c));
-      if (makespan > 0)
-        fraction[static_cast<std::size_t>(c)] += static_cast<double>(slot(t, c)) / static_cast<double>(makespan);
-    }
-    gpus.push_back(std::move(g));
-  }
-  nlohmann::json mean;
-  for (int c = 0; c <= kClasses; ++c)
-    mean[kClassNames[static_cast<std::size_t>(c)]] =
-        per_gpu.empty() ? 0.0 : fraction[static_cast<std::size_t>(c)] / static_cast<double>(per_gpu.size());
-  return {{"per_gpu_ms", gpus}, {"mean_fraction", mean}};
-}
 
 nlohmann::json distribution_summary(std::vector<double> v, bool with_p90) {
   nlohmann::json j;
@@ -156,18 +61,6 @@ void throughput_stats(const std::vector<BatchMetrics>& batches, nlohmann::json& 
 
 }  // namespace
 
-void TrafficBytes::add(const Task& t, const Cluster& cluster) {
-  if (t.kind != TaskKind::kTransfer || t.src == t.dst) return;
-  const int G = cluster.num_gpus();
-  if (t.src >= G || t.dst >= G) host_to_device += t.bytes;
-  else if (cluster.node_of_endpoint(t.src) != cluster.node_of_endpoint(t.dst)) inter_node += t.bytes;
-  else intra_node += t.bytes;
-}
-
-nlohmann::json TrafficBytes::to_json() const {
-  return {{"intra_node", intra_node}, {"inter_node", inter_node}, {"host_to_device", host_to_device}};
-}
-
 double BatchMetrics::throughput_tokens_per_s() const {
   const double secs = ticks_to_seconds(duration);
   return secs > 0 ? static_cast<double>(tokens) / secs : 0.0;
@@ -191,58 +84,23 @@ nlohmann::json BatchMetrics::to_json() const {
 MetricsCollector::MetricsCollector(const Cluster& cluster)
     : cluster_(cluster), gpu_time_(cluster.num_gpus()), memory_(cluster.num_gpus(), 0.0) {}
 
-void MetricsCollector::add_batch(int batch, const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
+void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const std::vector<MoeLayerOutput>& moe,
                                  const std::vector<double>& skewness, std::int64_t tokens,
                                  const std::vector<Forecast>& forecasts) {
-  const TaskGraph& g = plan.graph;
-  const int G = cluster_.num_gpus();
   const std::size_t first_layer = layer_ms_.size(), first_imbalance = gpu_imbalance_.size(),
                     first_skew = skewness_.size(), first_forecast = error_.size();
-  Tick end = start;
-  int layers = 0;
-  for (const auto& t : g.tasks()) layers = std::max(layers, t.layer + 1);
-  std::vector<Tick> layer_end(layers, start);
-  std::vector<char> is_moe(layers, 0);
-  std::vector<Tick> a2a_begin(layers * 2, kTickMax), a2a_end(layers * 2, 0);
-
-  for (TaskId id = 0; id < g.size(); ++id) {
-    const Task& t = g.task(id);
-    const TaskTiming& tm = timing[id];
-    end = std::max(end, tm.end);
-    if (t.layer >= 0) layer_end[t.layer] = std::max(layer_end[t.layer], tm.end);
-    if (t.kind == TaskKind::kCompute) {
-      if (t.phase == Phase::kRouter) is_moe[t.layer] = 1;
-    } else if (t.kind == TaskKind::kTransfer) {
-      bytes_.add(t, cluster_);
-      if ((t.phase == Phase::kDispatch || t.phase == Phase::kCombine) && t.layer >= 0) {
-        const int slot = t.layer * 2 + (t.phase == Phase::kCombine ? 1 : 0);
-        a2a_begin[slot] = std::min(a2a_begin[slot], tm.start);
-        a2a_end[slot] = std::max(a2a_end[slot], tm.end);
-      }
-    }
-  }
-  Tick prev = start;
-  for (int l = 0; l < layers; ++l) {
-    if (is_moe[l]) {
-      layer_ms_.push_back(ticks_to_ms(layer_end[l] - prev));
-      double a2a = 0.0;
-      for (int k = 0; k < 2; ++k)
-        if (a2a_end[l * 2 + k] > 0 && a2a_begin[l * 2 + k] != kTickMax)
-          a2a += ticks_to_ms(a2a_end[l * 2 + k] - a2a_begin[l * 2 + k]);
-      alltoall_ms_.push_back(a2a);
-    }
-    prev = std::max(prev, layer_end[l]);
-  }
-  for (const LayerBreakdown& parts : moe_layer_breakdown(g, timing, start)) layer_parts_.push_back(parts);
-  const std::vector<GpuTime> gpu_time = gpu_time_breakdown(g, timing, G, start, end);
-  for (int gpu = 0; gpu < G; ++gpu) gpu_time_[gpu] += gpu_time[gpu];
+  const Tick start = observed.start(), end = observed.end();
+  layer_ms_.insert(layer_ms_.end(), observed.layer_ms().begin(), observed.layer_ms().end());
+  alltoall_ms_.insert(alltoall_ms_.end(), observed.alltoall_ms().begin(), observed.alltoall_ms().end());
+  layer_parts_.insert(layer_parts_.end(), observed.layer_parts().begin(), observed.layer_parts().end());
+  for (std::size_t gpu = 0; gpu < gpu_time_.size(); ++gpu) gpu_time_[gpu] += observed.gpu_time()[gpu];
 
   BatchMetrics b;
-  for (const auto& moe : plan.moe) {
-    b.tokens_dropped += moe.tokens_dropped;
-    const double total = std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), 0.0);
-    const double mx = static_cast<double>(*std::max_element(moe.gpu_tokens.begin(), moe.gpu_tokens.end()));
-    gpu_imbalance_.push_back(total > 0 ? mx / (total / static_cast<double>(moe.gpu_tokens.size())) : 1.0);
+  for (const auto& layer : moe) {
+    b.tokens_dropped += layer.tokens_dropped;
+    const double total = std::accumulate(layer.gpu_tokens.begin(), layer.gpu_tokens.end(), 0.0);
+    const double mx = static_cast<double>(*std::max_element(layer.gpu_tokens.begin(), layer.gpu_tokens.end()));
+    gpu_imbalance_.push_back(total > 0 ? mx / (total / static_cast<double>(layer.gpu_tokens.size())) : 1.0);
   }
   skewness_.insert(skewness_.end(), skewness.begin(), skewness.end());
   for (const Forecast& f : forecasts) {
@@ -252,7 +110,7 @@ void MetricsCollector::add_batch(int batch, const BatchPlan& plan, const std::ve
   b.batch = batch;
   b.start = start;
   b.duration = end - start;
-  b.ttft = (layers > 0 ? *std::max_element(layer_end.begin(), layer_end.end()) : end) - start;
+  b.ttft = observed.ttft_end() - start;
   b.tokens = tokens;
   b.layer_latency_ms = mean_since(layer_ms_, first_layer);
   b.alltoall_ms = mean_since(alltoall_ms_, first_layer);

@@ -1,56 +1,20 @@
 #pragma once
 // Turns task timings into the metrics of DESIGN.md (layer latency, TTFT, throughput, idle
-// fraction, all-to-all time, bytes by class, load, drops, memory), per batch and over the run,
-// and the per-GPU time breakdown.
+// fraction, all-to-all time, bytes by class, load, drops, memory), per batch and over the run.
+// A batch's tasks are observed by a BatchRecorder as they finish (app/batch_recorder.hpp).
 #include <cstdint>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "app/batch_recorder.hpp"
+#include "app/gpu_time.hpp"
 #include "app/layer_breakdown.hpp"
 #include "hardware/cluster.hpp"
 #include "serving/batch_planner.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {
-
-// --- per-GPU time breakdown (HarMoEny Fig. 4a and Fig. 9) -----------------------------------
-
-/// Time one GPU spent in each class. Overlapping activities are counted once, by precedence
-/// compute > copy > communication > scheduling (the classes of sim/chrome_trace.hpp's
-/// gpu_uses: kCompute; kCopy; kSend and kReceive; kSchedule), and waiting is the rest, so the
-/// five parts sum to the window's length.
-struct GpuTime {
-  Tick compute = 0;        ///< union of the compute stream's tasks
-  Tick copy = 0;           ///< copy-engine transfers of this GPU, outside compute
-  Tick communication = 0;  ///< network transfers it sends or receives, outside compute and copy
-  Tick scheduling = 0;     ///< delay tasks on this GPU (CPU-side), outside all of the above
-  Tick waiting = 0;        ///< none of the above
-
-  /// Computing or copying: what gpu_idle_fraction counts as busy.
-  Tick busy() const { return compute + copy; }
-  Tick total() const { return compute + copy + communication + scheduling + waiting; }
-  GpuTime& operator+=(const GpuTime& o);
-};
-
-/// Breakdown of every GPU over the window [start, end] of one executed plan (tasks outside the
-/// window are clipped to it).
-std::vector<GpuTime> gpu_time_breakdown(const TaskGraph& plan, const std::vector<TaskTiming>& timing,
-                                        int num_gpus, Tick start, Tick end);
-
-/// result.json's `gpu_time_breakdown`: {per_gpu_ms: [{compute, copy, communication, scheduling,
-/// waiting}], mean_fraction: {same keys, each a share of `makespan` averaged over GPUs}}.
-nlohmann::json gpu_time_json(const std::vector<GpuTime>& per_gpu, Tick makespan);
-
-/// Bytes moved between endpoints, by class (result.json's `bytes`).
-struct TrafficBytes {
-  double intra_node = 0.0;
-  double inter_node = 0.0;
-  double host_to_device = 0.0;  ///< either direction between a GPU and host memory
-  /// Counts a transfer task (others are ignored): host traffic, else by the endpoints' nodes.
-  void add(const Task& t, const Cluster& cluster);
-  nlohmann::json to_json() const;
-};
 
 // --- per batch and per run ----------------------------------------------------------------------
 
@@ -81,10 +45,14 @@ class MetricsCollector {
  public:
   explicit MetricsCollector(const Cluster& cluster);
 
-  /// Records one executed batch that started at `start`. `skewness` and `forecasts` (what the
-  /// predictor said before each layer; empty: no predictor) are per MoE layer. `batch` is the
-  /// workload's batch number (warm-up batches are never added).
-  void add_batch(int batch, const BatchPlan& plan, const std::vector<TaskTiming>& timing, Tick start,
+  /// Starts observing a batch that begins at `start`: its tasks go to the returned recorder as
+  /// they finish, which counts their bytes into this collector (warm-up batches are never observed).
+  BatchRecorder begin_batch(Tick start) { return BatchRecorder(cluster_, start, bytes_); }
+  /// Records one executed batch from what `observed` saw (finished). `moe` is the policy's report,
+  /// `skewness` and `forecasts` (what the predictor said before each layer; empty: no predictor)
+  /// are per MoE layer (only a forecast's overhead and error are read). `batch` is the workload's
+  /// batch number.
+  void add_batch(int batch, const BatchRecorder& observed, const std::vector<MoeLayerOutput>& moe,
                  const std::vector<double>& skewness, std::int64_t tokens,
                  const std::vector<Forecast>& forecasts = {});
   void set_memory(std::vector<double> per_gpu_bytes) { memory_ = std::move(per_gpu_bytes); }

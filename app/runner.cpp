@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "app/batch_feed.hpp"
 #include "app/metrics.hpp"
 #include "app/parallel.hpp"
 #include "app/run_context.hpp"
@@ -104,34 +105,32 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   std::optional<ChromeTrace> trace;
   if (tracing) trace.emplace(cluster.num_gpus());
   std::vector<std::int64_t> peak_selections(cluster.num_gpus(), 0);
-  const int moe_layers = s.model.num_moe_layers();
   for (int b = 0; b < static_cast<int>(s.workload.batches); ++b) {
-    const auto ub = static_cast<std::uint64_t>(b);
-    std::vector<LayerRouting> layers;
-    std::vector<double> skew;
-    std::vector<Forecast> forecasts;
-    for (int l = 0; l < moe_layers; ++l) {
-      Rng rng = Rng::derive(s.seed, ub, static_cast<std::uint64_t>(l));
-      layers.push_back(by_count ? routing->route_counts(b, l, home, rng)
-                                : routing->route(b, l, s.workload.tokens_per_batch(), rng));
-      skew.push_back(layers.back().skewness());
+    std::optional<BatchRecorder> recorder;
+    if (b >= s.workload.warmup_batches) recorder.emplace(metrics.begin_batch(sim.now()));
+    // The batch is planned a layer at a time while it runs, and finished layers are dropped: the
+    // whole graph of a large cluster's batch would not fit in memory. A trace needs every task,
+    // so a traced batch is planned whole first (with the same plan, timings and metrics).
+    BatchFeed feed(s, *policy, ctx, *routing, *predictor, by_count, b, home, recorder ? &*recorder : nullptr);
+    TaskGraph graph;
+    if (tracing) {
+      feed.plan_all(graph);
+      const std::vector<TaskTiming> timing = exec.run(graph);
+      feed.retire(graph, 0, timing, kTickMax);
+      trace->add_batch(graph, timing, b);
+    } else {
+      exec.run_fed(graph, feed);
     }
-    // Every layer's forecast exists before the batch is planned: each is spent before its
-    // layer's attention (MoE-GPS §3.1), from what earlier batches taught the predictor.
-    for (int l = 0; l < moe_layers; ++l) {
-      Rng rng = Rng::derive(s.seed, kPredictorStream, ub, static_cast<std::uint64_t>(l));
-      forecasts.push_back(predictor->forecast(b, l, layers[static_cast<std::size_t>(l)], rng));
+    if (recorder) {
+      recorder->finish();
+      metrics.add_batch(b, *recorder, feed.moe(), feed.skewness(), s.workload.tokens_per_batch(), feed.forecasts());
     }
-    const BatchPlan plan = plan_batch(*policy, ctx, b, layers, &forecasts);
-    const Tick start = sim.now();
-    const std::vector<TaskTiming> timing = exec.run(plan.graph);
-    if (b >= s.workload.warmup_batches)
-      metrics.add_batch(b, plan, timing, start, skew, s.workload.tokens_per_batch(), forecasts);
-    for (int l = 0; l < moe_layers; ++l) predictor->observe(b, l, layers[static_cast<std::size_t>(l)]);
-    for (const auto& moe : plan.moe)
+    if (predictor->observes())
+      for (std::size_t l = 0; l < feed.routings().size(); ++l)
+        predictor->observe(b, static_cast<int>(l), feed.routings()[l]);
+    for (const auto& moe : feed.moe())
       for (std::size_t g = 0; g < moe.gpu_tokens.size(); ++g)
         peak_selections[g] = std::max(peak_selections[g], moe.gpu_tokens[g]);
-    if (tracing) trace->add_batch(plan.graph, timing, b);
   }
   const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, peak_selections);
   check_fits(mem, cluster, entry);

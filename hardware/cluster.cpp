@@ -1,4 +1,4 @@
-// Cluster topology as a Boost.Graph adjacency list, and routes between every pair of endpoints.
+// Cluster topology as a Boost.Graph adjacency list, and routes between its endpoints.
 //
 // Vertices per node: GPUs, one NVSwitch plane (kNvSwitch fabric), PCIe switches, CPU sockets and
 // NICs; one network switch joins the nodes when there is more than one. Every cable is two
@@ -23,6 +23,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <boost/graph/filtered_graph.hpp>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -211,17 +212,26 @@ Cluster::Cluster(ClusterSpec spec) : spec_(std::move(spec)), graph_(std::make_un
   compute_routes();
 }
 
+// Routes are stored as pieces and composed on demand: a route inside a node is one of the node's
+// (G+1)² searched paths, and a route between nodes is always "source to its rail NIC, up to the
+// network switch, down to the destination's rail NIC, NIC to destination", each piece shared by
+// every pair that uses it. The dense table this replaces held (G·nodes)² paths.
 void Cluster::compute_routes() {
   const Graph& gr = *graph_;
   const Adj& g = gr.g;
-  const int E = num_endpoints(), G = spec_.gpus_per_node;
-  routes_.assign(E, std::vector<std::vector<LinkId>>(E));
-  auto local = [&](int ep) { return ep < num_gpus() ? ep % G : G; };  // index within its node
-
-  // Per endpoint: its rail NIC and the path to it; per NIC: paths to the node's endpoints.
+  const int E = num_endpoints(), G = spec_.gpus_per_node, per_node = G + 1;
+  local_.assign(static_cast<std::size_t>(num_nodes()) * per_node * per_node, {});
+  node_of_.resize(E);
+  local_of_.resize(E);
+  for (int ep = 0; ep < E; ++ep) {
+    node_of_[ep] = node_of_endpoint(ep);
+    local_of_[ep] = local_index(ep);
+  }
   std::vector<int> rail(E, -1);
-  std::vector<std::vector<LinkId>> to_rail(E);
-  std::vector<std::vector<std::vector<std::vector<LinkId>>>> from_nic(num_nodes());  // [node][k][local]
+  to_rail_.assign(E, {});
+  from_rail_.assign(E, {});
+  rail_up_.assign(E, 0);
+  rail_down_.assign(E, 0);
 
   for (int n = 0; n < num_nodes(); ++n) {
     std::vector<int> eps;
@@ -231,7 +241,9 @@ void Cluster::compute_routes() {
 
     for (int src : eps) {
       const NodeSearch search(g, gr.endpoint[src], n);
-      for (int dst : eps) routes_[src][dst] = search.path_to(gr.endpoint[dst]);
+      for (int dst : eps)
+        local_[(static_cast<std::size_t>(n) * per_node + local_index(src)) * per_node + local_index(dst)] =
+            search.path_to(gr.endpoint[dst]);
       if (nics.empty()) continue;
       // Rail NIC: among the nearest NICs, the one index-matched to the GPU's local index.
       double best = std::numeric_limits<double>::infinity();
@@ -239,45 +251,79 @@ void Cluster::compute_routes() {
       std::vector<int> nearest;
       for (int k = 0; k < static_cast<int>(nics.size()); ++k)
         if (search.distance(nics[k]) <= best * (1.0 + 1e-9)) nearest.push_back(k);
-      const int gpu = local(src) % G;  // the host takes GPU 0's preference
+      const int gpu = local_index(src) % G;  // the host takes GPU 0's preference
       const int wanted = gpu * static_cast<int>(nics.size()) / G;
       rail[src] = nearest[gpu % nearest.size()];
       for (int k : nearest)
         if (k == wanted) rail[src] = k;
-      to_rail[src] = search.path_to(nics[rail[src]]);
+      to_rail_[src] = search.path_to(nics[rail[src]]);
+      rail_up_[src] = gr.nic_up[n][rail[src]];        // NIC -> network switch
+      rail_down_[src] = gr.nic_up[n][rail[src]] + 1;  // network switch -> NIC (the cable's other direction)
     }
-    for (Vertex nic : nics) {
-      const NodeSearch search(g, nic, n);
-      std::vector<std::vector<LinkId>> paths(G + 1);
-      for (int dst : eps) paths[local(dst)] = search.path_to(gr.endpoint[dst]);
-      from_nic[n].push_back(std::move(paths));
+    for (int k = 0; k < static_cast<int>(nics.size()); ++k) {
+      const NodeSearch search(g, nics[k], n);
+      for (int dst : eps)
+        if (rail[dst] == k) from_rail_[dst] = search.path_to(gr.endpoint[dst]);
     }
   }
+}
 
-  if (num_nodes() == 1) return;
-  for (int src = 0; src < E; ++src) {
-    for (int dst = 0; dst < E; ++dst) {
-      const int ns = node_of_endpoint(src), nd = node_of_endpoint(dst);
-      if (ns == nd) continue;
-      std::vector<LinkId>& r = routes_[src][dst];
-      r = to_rail[src];
-      r.push_back(gr.nic_up[ns][rail[src]]);
-      r.push_back(gr.nic_up[nd][rail[dst]] + 1);
-      const auto& tail = from_nic[nd][rail[dst]][local(dst)];
-      r.insert(r.end(), tail.begin(), tail.end());
-    }
+Cluster::RouteParts Cluster::route_parts(int src, int dst) const {
+  check_endpoints(src, dst);
+  RouteParts p;
+  const int ns = node_of_[src];
+  if (ns == node_of_[dst]) {
+    const auto per_node = static_cast<std::size_t>(spec_.gpus_per_node) + 1;
+    p.inside = &local_[(static_cast<std::size_t>(ns) * per_node + local_of_[src]) * per_node + local_of_[dst]];
+    return p;
   }
+  p.head = &to_rail_[src];
+  p.up = rail_up_[src];
+  p.down = rail_down_[dst];
+  p.tail = &from_rail_[dst];
+  return p;
 }
 
 Cluster::~Cluster() = default;
 Cluster::Cluster(Cluster&&) noexcept = default;
 Cluster& Cluster::operator=(Cluster&&) noexcept = default;
 
-const std::vector<LinkId>& Cluster::route(int src, int dst) const {
+void Cluster::check_endpoints(int src, int dst) const {
   if (src < 0 || src >= num_endpoints() || dst < 0 || dst >= num_endpoints())
     throw std::out_of_range("route(" + std::to_string(src) + ", " + std::to_string(dst) +
                             "): endpoints are 0.." + std::to_string(num_endpoints() - 1));
-  return routes_[src][dst];
+}
+
+std::vector<LinkId> Cluster::route(int src, int dst) const {
+  std::vector<LinkId> out;
+  route_into(src, dst, out);
+  return out;
+}
+
+template <class F>
+void Cluster::for_each_link(int src, int dst, F&& f) const {
+  const RouteParts p = route_parts(src, dst);
+  if (p.inside) {
+    for (LinkId l : *p.inside) f(l);
+    return;
+  }
+  for (LinkId l : *p.head) f(l);
+  f(p.up);
+  f(p.down);
+  for (LinkId l : *p.tail) f(l);
+}
+
+void Cluster::route_into(int src, int dst, std::vector<LinkId>& out) const {
+  const RouteParts p = route_parts(src, dst);
+  if (p.inside) {
+    out.assign(p.inside->begin(), p.inside->end());
+    return;
+  }
+  out.resize(p.head->size() + 2 + p.tail->size());
+  auto it = std::copy(p.head->begin(), p.head->end(), out.begin());
+  *it++ = p.up;
+  *it++ = p.down;
+  std::copy(p.tail->begin(), p.tail->end(), it);
 }
 
 void Cluster::install(NetworkBackend& net) const {
@@ -292,13 +338,13 @@ void Cluster::install(NetworkBackend& net) const {
 
 double Cluster::route_bandwidth_Bps(int src, int dst) const {
   double bw = std::numeric_limits<double>::infinity();
-  for (LinkId l : route(src, dst)) bw = std::min(bw, links_[l].bandwidth_Bps);
+  for_each_link(src, dst, [&](LinkId l) { bw = std::min(bw, links_[l].bandwidth_Bps); });
   return bw;
 }
 
 Tick Cluster::route_latency(int src, int dst) const {
   Tick t = 0;
-  for (LinkId l : route(src, dst)) t += links_[l].latency;
+  for_each_link(src, dst, [&](LinkId l) { t += links_[l].latency; });
   return t;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Cluster topology: GPUs, NVSwitches, PCIe switches, CPUs (host memory) and NICs as a Boost.Graph
-// graph of directed links. Routes between every pair of endpoints are computed once at build time.
+// graph of directed links. Routes between endpoints are searched per node at build time and composed
+// on demand, so a cluster's memory grows with its size rather than with its square.
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,8 +63,8 @@ Registry<ClusterSpec>& cluster_presets();
 enum class LinkClass { kNvLink, kPcie, kSocket, kNetwork };
 const char* link_class_name(LinkClass c);
 
-/// A built topology with precomputed routes. Endpoints are GPUs [0, G) and host memories
-/// [G, G + nodes): one per node (the CPU its PCIe tree hangs from).
+/// A built topology with its routes. Endpoints are GPUs [0, G) and host memories [G, G + nodes):
+/// one per node (the CPU its PCIe tree hangs from).
 class Cluster {
  public:
   /// Builds the graph and all routes. Throws std::invalid_argument on an inconsistent spec
@@ -90,7 +91,10 @@ class Cluster {
   };
   const std::vector<LinkInfo>& links() const { return links_; }
   /// Directed links from endpoint `src` to endpoint `dst` (empty when src == dst).
-  const std::vector<LinkId>& route(int src, int dst) const;
+  std::vector<LinkId> route(int src, int dst) const;
+  /// The same route written into `out` (its contents replaced): no allocation once `out` has
+  /// grown, for callers that route every transfer (the plan executor).
+  void route_into(int src, int dst, std::vector<LinkId>& out) const;
   /// Adds every link to `net` so that LinkId == index in links().
   void install(NetworkBackend& net) const;
   /// The narrowest link bandwidth on a route (bytes/s); infinity for an empty route.
@@ -103,9 +107,30 @@ class Cluster {
  private:
   struct Graph;  // Boost.Graph adjacency list, kept out of the header
   void compute_routes();
+  void check_endpoints(int src, int dst) const;
+  /// The pieces of the route from `src` to `dst`: within a node, `*inside`; between nodes, `*head`,
+  /// the two network links and `*tail`.
+  struct RouteParts {
+    const std::vector<LinkId>* inside = nullptr;
+    const std::vector<LinkId>* head = nullptr;
+    LinkId up = 0, down = 0;
+    const std::vector<LinkId>* tail = nullptr;
+  };
+  RouteParts route_parts(int src, int dst) const;
+  /// Calls f(link) for each link of the route from `src` to `dst`, in order.
+  template <class F>
+  void for_each_link(int src, int dst, F&& f) const;
+  /// An endpoint's index within its node: GPUs 0..gpus_per_node-1, the host gpus_per_node.
+  int local_index(int ep) const { return ep < num_gpus() ? ep % spec_.gpus_per_node : spec_.gpus_per_node; }
+
   ClusterSpec spec_;
   std::vector<LinkInfo> links_;
-  std::vector<std::vector<std::vector<LinkId>>> routes_;  // [src][dst]
+  // The pieces routes are composed from (see compute_routes): O(nodes · gpus_per_node²) paths.
+  std::vector<std::vector<LinkId>> local_;      ///< [node][src local][dst local]: inside one node
+  std::vector<int> node_of_, local_of_;         ///< per endpoint: its node and local index
+  std::vector<std::vector<LinkId>> to_rail_;    ///< per endpoint: links to its rail NIC
+  std::vector<std::vector<LinkId>> from_rail_;  ///< per endpoint: links from its rail NIC to it
+  std::vector<LinkId> rail_up_, rail_down_;     ///< per endpoint: its rail NIC's links to and from the network
   std::unique_ptr<Graph> graph_;
 };
 

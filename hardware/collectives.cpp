@@ -72,9 +72,11 @@ std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector
   };
   if (n < 3) return {RingChannel{gpus, n == 2 ? bw(gpus[0], gpus[1]) : 0.0}};
   std::map<LinkId, int> use;  // rings already crossing each directed link
+  std::vector<LinkId> path;    // reused: routes are composed on demand
   auto route_use = [&](int a, int b) {
     int worst = 0;
-    for (LinkId l : cluster.route(cluster.gpu_endpoint(a), cluster.gpu_endpoint(b))) worst = std::max(worst, use[l]);
+    cluster.route_into(cluster.gpu_endpoint(a), cluster.gpu_endpoint(b), path);
+    for (LinkId l : path) worst = std::max(worst, use[l]);
     return worst;
   };
   std::vector<RingChannel> rings;
@@ -106,8 +108,10 @@ std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector
     // Stop when a ring only repeats used links, or needs links much thinner than the first ring's
     // (NCCL does not put channels on PCIe while NVLink rings exist).
     if (r > 0 && (min_use >= r || ch.bottleneck_Bps < 0.5 * rings.front().bottleneck_Bps)) break;
-    for (std::size_t i = 0; i < n; ++i)
-      for (LinkId l : cluster.route(cluster.gpu_endpoint(ch.order[i]), cluster.gpu_endpoint(ch.order[(i + 1) % n]))) ++use[l];
+    for (std::size_t i = 0; i < n; ++i) {
+      cluster.route_into(cluster.gpu_endpoint(ch.order[i]), cluster.gpu_endpoint(ch.order[(i + 1) % n]), path);
+      for (LinkId l : path) ++use[l];
+    }
     rings.push_back(std::move(ch));
   }
   return rings;

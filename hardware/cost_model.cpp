@@ -94,7 +94,12 @@ Tick ComputeCostModel::ops_time(std::span<const Op> ops) const {
 
 PlanExecutor::Hooks engine_hooks(const Cluster& cluster, const ComputeCostModel& cost) {
   return {[&cost](const Task&, std::span<const Op> ops) { return cost.ops_time(ops); },
-          [&cluster](int src, int dst) -> const std::vector<LinkId>& { return cluster.route(src, dst); }};
+          // Routes are composed on demand into one reused buffer: the executor hands each route to
+          // the network, which copies it, before asking for the next.
+          [&cluster, path = std::vector<LinkId>()](int src, int dst) mutable -> const std::vector<LinkId>& {
+            cluster.route_into(src, dst, path);
+            return path;
+          }};
 }
 
 }  // namespace moesim

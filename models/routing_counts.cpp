@@ -64,7 +64,7 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
   std::vector<std::int32_t> order(static_cast<std::size_t>(n));
   std::vector<double> cum(static_cast<std::size_t>(n) + 1, 0.0);
   std::vector<double> cuts;
-  std::vector<std::int32_t> subset(static_cast<std::size_t>(top_k));
+  std::vector<std::size_t> above;
   for (std::size_t g = 0; g < tokens.size(); ++g) {
     if (tokens[g] <= 0) continue;
     // A fresh expert order per source, as systematic_sample reshuffles per block of tokens.
@@ -87,6 +87,10 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
     std::int64_t left = tokens[g];
     double mass_left = 1.0;
     std::int64_t* row = &r.counts[g * static_cast<std::size_t>(n)];
+    // above[s]: the first cum index past the last segment's mid + s. Segments come in increasing
+    // order, so each search resumes where the previous one stopped (the same index a binary
+    // search from the start would find, in O(n + k) per source rather than O(k log n) per segment).
+    above.assign(static_cast<std::size_t>(top_k), 1);
     for (std::size_t i = 0; i + 1 < cuts.size() && left > 0; ++i) {
       const double len = cuts[i + 1] - cuts[i];
       if (len <= 0.0) continue;
@@ -99,8 +103,9 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
       const double mid = 0.5 * (cuts[i] + cuts[i + 1]);
       for (int s = 0; s < top_k; ++s) {
         const double x = mid + s;
-        const auto j = static_cast<std::size_t>(std::upper_bound(cum.begin() + 1, cum.end(), x) - (cum.begin() + 1));
-        row[order[std::min<std::size_t>(j, static_cast<std::size_t>(n) - 1)]] += m;
+        std::size_t& p = above[static_cast<std::size_t>(s)];
+        while (p <= static_cast<std::size_t>(n) && !(x < cum[p])) ++p;
+        row[order[std::min<std::size_t>(p - 1, static_cast<std::size_t>(n) - 1)]] += m;
       }
     }
   }

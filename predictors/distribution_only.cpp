@@ -45,6 +45,7 @@ class DistributionOnlyPredictor final : public Predictor {
     return f;
   }
 
+  bool observes() const override { return online_; }
   void observe(int /*batch*/, int moe_layer, const LayerRouting& truth) override {
     if (online_) add(moe_layer, truth);
   }

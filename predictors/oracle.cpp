@@ -11,6 +11,7 @@ namespace {
 /// Returns the true selections: kind kTokens, the true expert shares, error 0, overhead 0.
 class OraclePredictor final : public Predictor {
  public:
+  bool observes() const override { return false; }
   Forecast forecast(int /*batch*/, int /*moe_layer*/, const LayerRouting& truth, Rng& /*rng*/) override {
     // token_forecast derives the shares from the selections and measures the error, which is 0
     // here by construction: one definition of both for every per-selection predictor.

@@ -34,6 +34,7 @@ namespace {
 class NoPrediction final : public Predictor {
  public:
   bool needs_tokens() const override { return false; }
+  bool observes() const override { return false; }
   Forecast forecast(int /*batch*/, int /*moe_layer*/, const LayerRouting& /*truth*/, Rng& /*rng*/) override {
     return Forecast{};
   }

@@ -44,6 +44,9 @@ class Predictor {
   virtual Forecast forecast(int batch, int moe_layer, const LayerRouting& truth, Rng& rng) = 0;
   /// Learns from the routing of a finished batch's layer. Default: nothing.
   virtual void observe(int batch, int moe_layer, const LayerRouting& truth);
+  /// False when observe() learns nothing, so a run need not keep a batch's routings until the
+  /// batch has finished (a batch of a large cluster holds one per MoE layer). Default: true.
+  virtual bool observes() const { return true; }
   /// For predictors trained on a split of the training window: the fraction of held-out
   /// selections predicted correctly (MoE-GPS §3.2.2, App. B). Default: none.
   virtual std::optional<double> held_out_accuracy() const;

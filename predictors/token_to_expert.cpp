@@ -30,6 +30,8 @@ class TokenToExpertPredictor final : public Predictor {
   TokenToExpertPredictor(double accuracy, OverheadCurve curve, double tokens_ref, ErrorModel error_model)
       : accuracy_(accuracy), curve_(curve), tokens_ref_(tokens_ref), error_model_(error_model) {}
 
+  bool observes() const override { return false; }
+
   Forecast forecast(int /*batch*/, int /*moe_layer*/, const LayerRouting& truth, Rng& rng) override {
     const int k = truth.top_k, E = truth.num_experts;
     std::vector<std::int32_t> predicted(truth.experts.size());

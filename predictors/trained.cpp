@@ -78,6 +78,8 @@ class TrainedPredictor final : public Predictor {
   TrainedPredictor(Condition condition, int window, double overhead_us, ErrorModel error_model)
       : condition_(condition), window_(window), overhead_us_(overhead_us), error_model_(error_model) {}
 
+  bool observes() const override { return false; }
+
   /// Trains one rule per MoE layer on the first round(0.8·window) batches of the training window
   /// (at least one, leaving at least one) and measures accuracy on the rest.
   void setup(const PredictorContext& ctx) override {

@@ -8,15 +8,19 @@ std::vector<std::int64_t> sequences_per_gpu(std::int64_t batch_size, int gpus) {
   return out;
 }
 
-BatchPlan plan_batch(Policy& policy, const PolicyContext& ctx, int batch,
-                     const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts) {
+StepShape prefill_shape(const PolicyContext& ctx) {
   const int G = ctx.cluster.num_gpus();
   const std::vector<std::int64_t> seqs = sequences_per_gpu(ctx.workload.batch_size, G);
   StepShape shape;
   shape.seqs.resize(G);
   for (int g = 0; g < G; ++g)
     shape.seqs[g].assign(static_cast<std::size_t>(seqs[g]), SeqChunk{ctx.workload.seq_len, 0});
-  return plan_step(policy, ctx, batch, shape, routing, forecasts);
+  return shape;
+}
+
+BatchPlan plan_batch(Policy& policy, const PolicyContext& ctx, int batch,
+                     const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts) {
+  return plan_step(policy, ctx, batch, prefill_shape(ctx), routing, forecasts);
 }
 
 }  // namespace moesim

@@ -15,6 +15,9 @@ using BatchPlan = StepPlan;
 /// Sequences of a batch per GPU: contiguous blocks, sizes differing by at most one.
 std::vector<std::int64_t> sequences_per_gpu(std::int64_t batch_size, int gpus);
 
+/// The step shape of a batch of the context's prefill workload: each GPU's sequences, whole prompts.
+StepShape prefill_shape(const PolicyContext& ctx);
+
 /// Plans batch `batch` of the context's prefill workload; `routing[i]` is the routing of the
 /// i-th MoE layer and `forecasts[i]`, if given, what the predictor forecast for it.
 BatchPlan plan_batch(Policy& policy, const PolicyContext& ctx, int batch,

@@ -31,77 +31,92 @@ TaskId add_swaps(TaskGraph& plan, const PolicyContext& ctx, const StepShape& sha
 
 }  // namespace
 
+StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape, TaskGraph& plan)
+    : policy_(policy), ctx_(ctx), step_(step), home_tokens_(shape.home_tokens()) {
+  const int G = ctx.cluster.num_gpus();
+  if (static_cast<int>(shape.seqs.size()) != G) throw std::logic_error("plan_step: one sequence list per GPU expected");
+  for (int g = 0; g < G; ++g) token_home_.insert(token_home_.end(), static_cast<std::size_t>(home_tokens_[g]), g);
+  last_.resize(G);
+  for (int g = 0; g < G; ++g) last_[g] = add_swaps(plan, ctx, shape, g, plan.join({}, Phase::kOther, -1));
+  // Attention ops depend only on the GPU's chunks, the same in every layer: built once.
+  attention_.resize(G);
+  for (int g = 0; g < G; ++g) attention_[g] = attention_step_ops(ctx.model, shape.seqs[g]);
+}
+
+bool StepBuilder::done() const { return layer_ >= ctx_.model.layers; }
+
+bool StepBuilder::next_is_moe() const { return !done() && ctx_.model.is_moe_layer(layer_); }
+
+const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting* routing, const Forecast* forecast) {
+  if (done()) throw std::logic_error("StepBuilder: every layer is planned");
+  const ModelSpec& m = ctx_.model;
+  const int G = ctx_.cluster.num_gpus();
+  const int layer = layer_++;
+  const bool moe = m.is_moe_layer(layer);
+  if (moe && !routing) throw std::logic_error("StepBuilder: a MoE layer needs its routing");
+  const Forecast no_forecast;
+  const Forecast& f = moe && forecast ? *forecast : no_forecast;
+  if (f.overhead_ms > 0.0) {
+    // The predictor runs on every GPU before the layer's attention.
+    for (int g = 0; g < G; ++g) {
+      const TaskId dep[] = {last_[g]};
+      last_[g] = plan.delay(ms_to_ticks(f.overhead_ms), Phase::kPredict, layer, dep, g);
+    }
+  }
+  std::vector<TaskId> attn(G);
+  for (int g = 0; g < G; ++g) {
+    const TaskId dep[] = {last_[g]};
+    attn[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kAttention, layer, attention_[g], dep)
+                                  : plan.join(dep, Phase::kAttention, layer);
+  }
+  if (!moe) {
+    for (int g = 0; g < G; ++g) {
+      const TaskId dep[] = {attn[g]};
+      last_[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kDense, layer, dense_ffn_ops(m, home_tokens_[g]), dep)
+                                     : plan.join(dep, Phase::kDense, layer);
+    }
+    return nullptr;
+  }
+  MoeLayerInput in;
+  in.layer = layer;
+  in.moe_index = moe_index_++;
+  in.batch = step_;
+  in.routing = routing;
+  in.forecast = &f;
+  in.token_home = &token_home_;
+  in.home_tokens = home_tokens_;
+  in.layer_start = last_;
+  in.ready.resize(G);
+  for (int g = 0; g < G; ++g) {
+    const TaskId dep[] = {attn[g]};
+    in.ready[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kRouter, layer, router_ops(m, home_tokens_[g]), dep)
+                                      : plan.join(dep, Phase::kRouter, layer);
+  }
+  moe_out_ = policy_.build_moe_layer(plan, ctx_, in);
+  if (static_cast<int>(moe_out_.done.size()) != G)
+    throw std::logic_error("policy returned the wrong number of per-GPU outputs");
+  last_ = moe_out_.done;
+  return &moe_out_;
+}
+
 StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
                    const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts) {
   const ModelSpec& m = ctx.model;
-  const int G = ctx.cluster.num_gpus();
-  if (static_cast<int>(shape.seqs.size()) != G) throw std::logic_error("plan_step: one sequence list per GPU expected");
   if (static_cast<int>(routing.size()) != m.num_moe_layers())
     throw std::logic_error("plan_step: one routing per MoE layer expected");
   if (forecasts && forecasts->size() != routing.size())
     throw std::logic_error("plan_step: one forecast per MoE layer expected");
-  const Forecast no_forecast;
-
   StepPlan sp;
-  sp.home_tokens = shape.home_tokens();
-  std::vector<int> token_home;
-  for (int g = 0; g < G; ++g) token_home.insert(token_home.end(), static_cast<std::size_t>(sp.home_tokens[g]), g);
-
-  TaskGraph& plan = sp.graph;
-  // last[g]: the task after which GPU g's hidden states for the next layer are ready.
-  std::vector<TaskId> last(G);
-  for (int g = 0; g < G; ++g) last[g] = add_swaps(plan, ctx, shape, g, plan.join({}, Phase::kOther, -1));
-
-  // Attention ops depend only on the GPU's chunks, the same in every layer: built once.
-  std::vector<std::vector<Op>> attention(G);
-  for (int g = 0; g < G; ++g) attention[g] = attention_step_ops(m, shape.seqs[g]);
-
-  int moe_index = 0;
-  for (int layer = 0; layer < m.layers; ++layer) {
-    const bool moe = m.is_moe_layer(layer);
-    const Forecast& forecast = moe && forecasts ? (*forecasts)[static_cast<std::size_t>(moe_index)] : no_forecast;
-    if (forecast.overhead_ms > 0.0) {
-      // The predictor runs on every GPU before the layer's attention.
-      for (int g = 0; g < G; ++g) {
-        const TaskId dep[] = {last[g]};
-        last[g] = plan.delay(ms_to_ticks(forecast.overhead_ms), Phase::kPredict, layer, dep, g);
-      }
-    }
-    std::vector<TaskId> attn(G);
-    for (int g = 0; g < G; ++g) {
-      const TaskId dep[] = {last[g]};
-      attn[g] = sp.home_tokens[g] > 0 ? plan.compute(g, Phase::kAttention, layer, attention[g], dep)
-                                      : plan.join(dep, Phase::kAttention, layer);
-    }
-    if (!moe) {
-      for (int g = 0; g < G; ++g) {
-        const TaskId dep[] = {attn[g]};
-        last[g] = sp.home_tokens[g] > 0 ? plan.compute(g, Phase::kDense, layer, dense_ffn_ops(m, sp.home_tokens[g]), dep)
-                                        : plan.join(dep, Phase::kDense, layer);
-      }
+  StepBuilder builder(policy, ctx, step, shape, sp.graph);
+  sp.home_tokens = builder.home_tokens();
+  while (!builder.done()) {
+    if (!builder.next_is_moe()) {
+      builder.add_layer(sp.graph, nullptr, nullptr);
       continue;
     }
-    MoeLayerInput in;
-    in.layer = layer;
-    in.moe_index = moe_index;
-    in.batch = step;
-    in.routing = &routing[moe_index];
-    in.forecast = &forecast;
-    in.token_home = &token_home;
-    in.home_tokens = sp.home_tokens;
-    in.layer_start = last;
-    in.ready.resize(G);
-    for (int g = 0; g < G; ++g) {
-      const TaskId dep[] = {attn[g]};
-      in.ready[g] = sp.home_tokens[g] > 0 ? plan.compute(g, Phase::kRouter, layer, router_ops(m, sp.home_tokens[g]), dep)
-                                          : plan.join(dep, Phase::kRouter, layer);
-    }
-    MoeLayerOutput out = policy.build_moe_layer(plan, ctx, in);
-    if (static_cast<int>(out.done.size()) != G)
-      throw std::logic_error("policy returned the wrong number of per-GPU outputs");
-    last = out.done;
-    sp.moe.push_back(std::move(out));
-    ++moe_index;
+    const auto i = static_cast<std::size_t>(builder.next_moe_index());
+    builder.add_layer(sp.graph, &routing[i], forecasts ? &(*forecasts)[i] : nullptr);
+    sp.moe.push_back(builder.take_moe_output());
   }
   return sp;
 }

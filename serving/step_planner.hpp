@@ -4,7 +4,8 @@
 // query tokens and KV length); dense FFN layers run locally; each MoE layer is the router
 // followed by the policy's tasks. Layers chain per GPU, with no barrier other than those the
 // policy's collectives imply. A prefill batch (serving/batch_planner.hpp) is the step in which
-// every sequence is a whole prompt.
+// every sequence is a whole prompt. StepBuilder plans a step one layer at a time, so that a long
+// step can run while it is planned (PlanExecutor::run_fed); plan_step plans it whole.
 #include <cstdint>
 #include <vector>
 
@@ -29,6 +30,42 @@ struct StepPlan {
   TaskGraph graph;
   std::vector<MoeLayerOutput> moe;        ///< per MoE layer
   std::vector<std::int64_t> home_tokens;  ///< tokens per GPU
+};
+
+/// Plans a step layer by layer into a plan that may already be running. Each layer depends only
+/// on the previous layer's last tasks (and a first layer on the step's start), as PlanFeed needs.
+class StepBuilder {
+ public:
+  /// Adds the step's start to `plan` (its roots, and the KV-cache swaps the first layer waits for).
+  StepBuilder(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape, TaskGraph& plan);
+
+  /// The model layer add_layer plans next (the model's layer count once every layer is planned).
+  int next_layer() const { return layer_; }
+  bool done() const;
+  /// Whether the next layer is a MoE layer (one that needs a routing).
+  bool next_is_moe() const;
+  /// Index among MoE layers of the next MoE layer.
+  int next_moe_index() const { return moe_index_; }
+  /// Plans the next layer into `plan`. A MoE layer needs its `routing` (read during the call only)
+  /// and takes what the predictor forecast for it (null: no forecast); returns the policy's
+  /// report for a MoE layer, null for a dense one.
+  const MoeLayerOutput* add_layer(TaskGraph& plan, const LayerRouting* routing, const Forecast* forecast);
+  /// Tokens per GPU.
+  const std::vector<std::int64_t>& home_tokens() const { return home_tokens_; }
+  /// The policy's report of the last MoE layer planned, moved out.
+  MoeLayerOutput take_moe_output() { return std::move(moe_out_); }
+
+ private:
+  Policy& policy_;
+  const PolicyContext& ctx_;
+  int step_;
+  std::vector<std::int64_t> home_tokens_;
+  std::vector<int> token_home_;              ///< GPU of each token, tokens laid out GPU by GPU
+  std::vector<std::vector<Op>> attention_;   ///< per GPU: the same in every layer
+  std::vector<TaskId> last_;                 ///< per GPU: hidden states ready for the next layer
+  int layer_ = 0;
+  int moe_index_ = 0;
+  MoeLayerOutput moe_out_;
 };
 
 /// Plans step `step` (the routing models' and policies' batch index). `routing[i]` routes the

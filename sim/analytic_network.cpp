@@ -7,12 +7,19 @@
 
 namespace moesim {
 
+namespace {
+// Emptied completion batches kept for reuse: enough for the distinct completion ticks of a few
+// groups in flight, few enough that their capacity stays small.
+constexpr std::size_t kSpareBatches = 64;
+}  // namespace
+
 LinkId AnalyticNetwork::add_link(std::string name, double bandwidth_Bps, Tick latency) {
   if (!(bandwidth_Bps > 0.0)) throw std::invalid_argument("link '" + name + "' needs bandwidth > 0");
   if (latency < 0) throw std::invalid_argument("link '" + name + "' needs latency >= 0");
   links_.push_back(Link{std::move(name), bandwidth_Bps, latency, 0.0});
   bytes_per_tick_.push_back(bandwidth_Bps / static_cast<double>(kPsPerS));
   load_.push_back(0.0);
+  drain_.push_back(0.0);
   return static_cast<LinkId>(links_.size() - 1);
 }
 
@@ -60,15 +67,13 @@ void AnalyticNetwork::price_group() {
     }
   }
   // Each flow ends when its busiest link has drained the whole group's load on it.
+  for (LinkId l : touched_) drain_[l] = load_[l] / bytes_per_tick_[l];
   const Tick now = sim_.now();
   for (Pending& f : group_) {
     Tick transfer = 0;
     if (f.bytes > 0.0) {
       double ticks = 0.0;
-      for (std::uint32_t k = f.first; k < f.first + f.count; ++k) {
-        const LinkId l = path_links_[k];
-        ticks = std::max(ticks, load_[l] / bytes_per_tick_[l]);
-      }
+      for (std::uint32_t k = f.first; k < f.first + f.count; ++k) ticks = std::max(ticks, drain_[path_links_[k]]);
       // Rounded up, and at least one tick, as the flow backend rounds a transfer.
       transfer = std::max<Tick>(1, static_cast<Tick>(std::ceil(ticks)));
     }
@@ -81,17 +86,29 @@ void AnalyticNetwork::price_group() {
 }
 
 void AnalyticNetwork::complete_at(Tick at, DoneCallback cb) {
-  auto [it, fresh] = batches_.try_emplace(at);
-  it->second.push_back(std::move(cb));
-  if (!fresh) return;
-  sim_.at(at, [this, at] {
-    // Moved out first: a callback may start flows that complete at this very tick (empty paths
-    // are handled apart, so only a new batch could be created, never this one extended).
-    auto node = batches_.extract(at);
-    std::vector<DoneCallback> done = std::move(node.mapped());
-    active_ -= done.size();
-    for (auto& c : done) c();
-  }, EventPriority::kCompletion);
+  if (!last_batch_ || last_at_ != at) {
+    auto [it, fresh] = batches_.try_emplace(at);
+    if (fresh) {
+      if (!spare_.empty()) {
+        it->second = std::move(spare_.back());
+        spare_.pop_back();
+      }
+      sim_.at(at, [this, at] {
+        // Moved out first: a callback may start flows that complete at this very tick (empty paths
+        // are handled apart, so only a new batch could be created, never this one extended).
+        auto node = batches_.extract(at);
+        if (last_at_ == at) last_batch_ = nullptr;
+        std::vector<DoneCallback> done = std::move(node.mapped());
+        active_ -= done.size();
+        for (auto& c : done) c();
+        done.clear();
+        if (spare_.size() < kSpareBatches) spare_.push_back(std::move(done));
+      }, EventPriority::kCompletion);
+    }
+    last_at_ = at;
+    last_batch_ = &it->second;
+  }
+  last_batch_->push_back(std::move(cb));
 }
 
 }  // namespace moesim

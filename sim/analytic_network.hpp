@@ -78,8 +78,14 @@ class AnalyticNetwork final : public NetworkBackend {
   std::vector<LinkId> path_links_;      ///< the group's paths, flattened (one allocation, reused)
   bool price_pending_ = false;
   std::vector<double> load_;            ///< scratch: bytes of the group per link, zero between groups
+  std::vector<double> drain_;           ///< scratch: ticks for each touched link to carry its load
   std::vector<LinkId> touched_;         ///< scratch: links with a nonzero load_
   std::unordered_map<Tick, std::vector<DoneCallback>> batches_;  ///< completions by tick
+  // The batch complete_at added to last: a group's flows often finish at the same tick, so most
+  // look-ups are saved. Reset when that batch runs.
+  Tick last_at_ = -1;
+  std::vector<DoneCallback>* last_batch_ = nullptr;
+  std::vector<std::vector<DoneCallback>> spare_;  ///< emptied batches, kept for their capacity
   std::size_t active_ = 0;
   FlowId next_id_ = 0;
   std::uint64_t groups_priced_ = 0;

@@ -1,5 +1,6 @@
 #include "sim/plan_executor.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -39,6 +40,21 @@ std::vector<TaskTiming> PlanExecutor::run(const TaskGraph& plan) {
   return out;
 }
 
+void PlanExecutor::run_fed(TaskGraph& plan, PlanFeed& feed) {
+  if (plan.size() != 0) throw std::invalid_argument("run_fed: the plan must start empty");
+  bool finished = false;
+  const std::uint32_t slot = start_graph(
+      std::shared_ptr<const TaskGraph>(std::shared_ptr<const TaskGraph>(), &plan),
+      [&finished](GraphId, std::vector<TaskTiming>&&) { finished = true; }, /*defer_sync_completion=*/false, &feed,
+      &plan);
+  sim_.run();
+  if (!finished) {
+    const std::size_t missing = plan.size() - graphs_[slot].done;
+    release(slot);
+    throw std::logic_error("plan stalled: " + std::to_string(missing) + " tasks never ran");
+  }
+}
+
 GraphId PlanExecutor::submit(std::shared_ptr<const TaskGraph> plan, GraphDone on_done) {
   if (!plan) throw std::invalid_argument("submit: null plan");
   const std::uint32_t slot = start_graph(std::move(plan), std::move(on_done), /*defer_sync_completion=*/true);
@@ -50,7 +66,7 @@ GraphId PlanExecutor::submit(TaskGraph&& plan, GraphDone on_done) {
 }
 
 std::uint32_t PlanExecutor::start_graph(std::shared_ptr<const TaskGraph> plan, GraphDone on_done,
-                                        bool defer_sync_completion) {
+                                        bool defer_sync_completion, PlanFeed* feed, TaskGraph* growing) {
   std::uint32_t slot;
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
@@ -72,10 +88,18 @@ std::uint32_t PlanExecutor::start_graph(std::shared_ptr<const TaskGraph> plan, G
     g.on_done = std::move(on_done);
     g.starting = defer_sync_completion;
     g.finished_starting = false;
+    if (feed) {
+      g.feed = feed;
+      g.growing = growing;
+      g.open = true;
+      grow(slot);
+    }
   }
   // Roots by their static dependency count: a join root finishing at once lowers later tasks'
-  // pending counts, which must not make them look like roots too.
-  for (TaskId i = 0; i < p.size(); ++i)
+  // pending counts, which must not make them look like roots too. A fed plan's roots are all in
+  // its first part, which is all there is yet (a root may ask for the next part).
+  const auto roots_end = static_cast<TaskId>(p.size());
+  for (TaskId i = 0; i < roots_end; ++i)
     if (p.dependency_count(i) == 0) on_ready(slot, i);
   if (p.size() == 0) complete(slot);
   if (defer_sync_completion) {
@@ -87,11 +111,80 @@ std::uint32_t PlanExecutor::start_graph(std::shared_ptr<const TaskGraph> plan, G
   return slot;
 }
 
+// Adds the feed's next part. Called before the first task of the newest part starts anything, so
+// the new part's dependencies (checked to lie in that part or its own) have not finished and its
+// tasks' pending counts are their static dependency counts, as in the whole plan.
+void PlanExecutor::grow(std::uint32_t slot) {
+  Graph& g = graphs_[slot];
+  TaskGraph& plan = *g.growing;
+  const auto begin = static_cast<TaskId>(plan.size());
+  plan.watch_dependencies();
+  g.open = g.feed->extend(plan);
+  const auto end = static_cast<TaskId>(plan.size());
+  if (end == begin) {
+    if (g.open) throw std::logic_error("plan feed: a part without tasks");
+    return;
+  }
+  if (plan.earliest_dependency() < g.frontier)
+    throw std::logic_error("plan feed: task " + std::to_string(plan.earliest_dependency()) +
+                           " is depended on after its part's successor started");
+  g.timing.resize(end - g.base, TaskTiming{});
+  g.pending_deps.resize(end - g.base);
+  for (TaskId i = begin; i < end; ++i) {
+    g.pending_deps[i - g.base] = plan.dependency_count(i);
+    if (begin > 0 && g.pending_deps[i - g.base] == 0)
+      throw std::logic_error("plan feed: task " + std::to_string(i) + " has no dependency but is not in the first part");
+  }
+  g.parts.push_back(begin);
+  g.frontier = begin;
+}
+
+// Retires a fed graph's finished parts. Called where an event's work is done (never while a task's
+// successors are being walked), since retiring drops tasks from the plan.
+void PlanExecutor::settle(std::uint32_t slot) {
+  Graph& g = graphs_[slot];
+  if (!g.feed) return;
+  const auto size = static_cast<TaskId>(g.growing->size());
+  while (g.first_unfinished < size && g.timing[g.first_unfinished - g.base].end >= 0) ++g.first_unfinished;
+  while (g.parts_head + 1 < g.parts.size() && g.parts[g.parts_head + 1] <= g.first_unfinished) retire_part(slot);
+}
+
+void PlanExecutor::retire_part(std::uint32_t slot) {
+  Graph& g = graphs_[slot];
+  TaskGraph& plan = *g.growing;
+  const TaskId first = g.parts[g.parts_head];
+  const bool last = g.parts_head + 1 == g.parts.size();
+  const auto end = last ? static_cast<TaskId>(plan.size()) : g.parts[g.parts_head + 1];
+  // Tasks not yet retired start from now on, or already started: the earliest start among them.
+  Tick horizon = last && !g.open ? kTickMax : sim_.now();
+  for (TaskId i = end; i < plan.size(); ++i) {
+    const Tick started = g.timing[i - g.base].start;
+    if (started >= 0) horizon = std::min(horizon, started);
+  }
+  g.feed->retire(plan, first, std::span<const TaskTiming>(g.timing).subspan(first - g.base, end - first), horizon);
+  plan.drop_before(end);
+  ++g.parts_head;
+  // Compacted once the retired front outweighs the rest, as the plan is.
+  const std::size_t retired = end - g.base;
+  if (2 * retired >= g.timing.size()) {
+    g.timing.erase(g.timing.begin(), g.timing.begin() + static_cast<std::ptrdiff_t>(retired));
+    g.pending_deps.erase(g.pending_deps.begin(), g.pending_deps.begin() + static_cast<std::ptrdiff_t>(retired));
+    g.parts.erase(g.parts.begin(), g.parts.begin() + static_cast<std::ptrdiff_t>(g.parts_head));
+    g.parts_head = 0;
+    g.base = end;
+  }
+}
+
 void PlanExecutor::complete(std::uint32_t slot) {
   Graph& g = graphs_[slot];
   if (g.starting) {
     g.finished_starting = true;
     return;
+  }
+  // Every task has finished: a fed graph's remaining parts retire now. Whoever called finish() on
+  // the way here reads none of the plan again (see finish).
+  if (g.feed) {
+    while (g.parts_head < g.parts.size()) retire_part(slot);
   }
   deliver(slot);
 }
@@ -112,6 +205,14 @@ void PlanExecutor::release(std::uint32_t slot) {
   g.timing.clear();
   g.pending_deps.clear();  // keeps its capacity for the next graph
   g.on_done = nullptr;
+  g.growing = nullptr;
+  g.feed = nullptr;
+  g.open = false;
+  g.frontier = 0;
+  g.parts.clear();
+  g.parts_head = 0;
+  g.base = 0;
+  g.first_unfinished = 0;
   free_slots_.push_back(slot);
 }
 
@@ -121,18 +222,25 @@ PlanExecutor::Stream& PlanExecutor::stream_of(const Task& t) {
 }
 
 void PlanExecutor::on_ready(std::uint32_t slot, TaskId id) {
+  // The newest part of a fed plan is starting: the next one is added first (before this task can
+  // finish, and before references into the plan are taken).
+  if (graphs_[slot].open && id >= graphs_[slot].frontier) grow(slot);
   Graph& g = graphs_[slot];
   const Task& t = g.plan->task(id);
   const Tick now = sim_.now();
-  g.timing[id].ready = now;
+  TaskTiming& tm = g.timing[id - g.base];
+  tm.ready = now;
   switch (t.kind) {
     case TaskKind::kJoin:
-      g.timing[id].start = now;
+      tm.start = now;
       finish(slot, id);
       break;
     case TaskKind::kDelay:
-      g.timing[id].start = now;
-      sim_.after(t.delay, [this, slot, id] { finish(slot, id); }, EventPriority::kCompletion);
+      tm.start = now;
+      sim_.after(t.delay, [this, slot, id] {
+        finish(slot, id);
+        settle(slot);
+      }, EventPriority::kCompletion);
       break;
     case TaskKind::kCompute:
     case TaskKind::kTransfer: {
@@ -159,7 +267,7 @@ void PlanExecutor::kick_stream(Stream& s) {
   s.busy = true;
   Graph& g = graphs_[e.slot];
   const Task& t = g.plan->task(e.id);
-  g.timing[e.id].start = sim_.now();
+  g.timing[e.id - g.base].start = sim_.now();
   // Captures stay at 16 bytes (this, slot, id) so std::function keeps them inline; the stream is
   // found again from the task, which outlives the event because its graph is still in flight.
   auto done = [this, slot = e.slot, id = e.id] {
@@ -167,6 +275,7 @@ void PlanExecutor::kick_stream(Stream& s) {
     st.busy = false;
     finish(slot, id);
     kick_stream(st);
+    settle(slot);
   };
   if (t.kind == TaskKind::kCompute) {
     sim_.after(hooks_.compute_time(t, g.plan->ops_of(t)), done, EventPriority::kCompletion);
@@ -184,7 +293,7 @@ PlanExecutor::Entry PlanExecutor::pop_next(Stream& s) {
     for (std::size_t k = s.head; k < s.ready.size(); ++k) {
       const Entry& w = s.ready[k];
       const Graph& g = graphs_[w.slot];
-      scratch_.push_back(ReadyTask{g.id, w.id, &g.plan->task(w.id), g.timing[w.id].ready});
+      scratch_.push_back(ReadyTask{g.id, w.id, &g.plan->task(w.id), g.timing[w.id - g.base].ready});
     }
     pick = chooser_(s.gpu, std::span<const ReadyTask>(scratch_));
     if (pick >= waiting) {
@@ -212,27 +321,34 @@ PlanExecutor::Entry PlanExecutor::pop_next(Stream& s) {
 void PlanExecutor::start_transfer(std::uint32_t slot, TaskId id) {
   Graph& g = graphs_[slot];
   const Task& t = g.plan->task(id);
-  g.timing[id].start = sim_.now();
-  net_.start_flow(hooks_.route(t.src, t.dst), t.bytes, [this, slot, id] { finish(slot, id); });
+  g.timing[id - g.base].start = sim_.now();
+  net_.start_flow(hooks_.route(t.src, t.dst), t.bytes, [this, slot, id] {
+    finish(slot, id);
+    settle(slot);
+  });
 }
 
 void PlanExecutor::finish(std::uint32_t slot, TaskId id) {
   Graph& g = graphs_[slot];
-  g.timing[id].end = sim_.now();
+  g.timing[id - g.base].end = sim_.now();
   // The last task of a graph has no successors (they would finish after it).
-  if (++g.done == g.timing.size()) {
+  if (++g.done == g.plan->size() && !g.open) {
     complete(slot);
     return;
   }
   // Iterate by index over a saved pointer and count, re-finding the graph each time: on_ready may
   // complete the graph (joins finish at once) and its callback may submit (growing graphs_).
   // That can only happen on the last successor (every later one still waits on this task), after
-  // which nothing here is read again.
-  const std::vector<TaskId>& succ = g.plan->successors(id);
+  // which nothing here is read again. on_ready may also add a part to a fed plan: that moves no
+  // task or successor list, and adds no successor to this task (a new part depends on none of the
+  // tasks finishing now).
+  const std::span<const TaskId> succ = g.plan->successors(id);
   const TaskId* next = succ.data();
   const std::size_t n = succ.size();
-  for (std::size_t k = 0; k < n; ++k)
-    if (--graphs_[slot].pending_deps[next[k]] == 0) on_ready(slot, next[k]);
+  for (std::size_t k = 0; k < n; ++k) {
+    Graph& gr = graphs_[slot];
+    if (--gr.pending_deps[next[k] - gr.base] == 0) on_ready(slot, next[k]);
+  }
 }
 
 }  // namespace moesim

@@ -33,13 +33,32 @@ struct ReadyTask {
   Tick ready;
 };
 
+/// Builds a plan while the executor runs it (PlanExecutor::run_fed), a part at a time, so that a
+/// long plan (a prefill batch through every layer of a large cluster) is never held whole: each
+/// part is asked for just before it can be needed and dropped once it has finished.
+class PlanFeed {
+ public:
+  virtual ~PlanFeed() = default;
+  /// Appends the next part to `plan`; returns false when no part will follow. The first part is
+  /// asked for before the run starts; each later one when the first task of the part before it
+  /// becomes ready, when none of that part's tasks has finished yet. So that every task becomes
+  /// ready exactly when it would in the whole plan, a part must add at least one task (the last
+  /// part may add none), no task without dependencies after the first part, and dependencies
+  /// only on tasks of the part before or of its own (std::logic_error otherwise).
+  virtual bool extend(TaskGraph& plan) = 0;
+  /// Tasks [first, first + timing.size()), one whole part, have finished, as has every task before
+  /// them; parts are retired in order. The feed reads what it needs of them; the executor then
+  /// drops them from `plan`. No task retired later started before `horizon`.
+  virtual void retire(const TaskGraph& plan, TaskId first, std::span<const TaskTiming> timing, Tick horizon) = 0;
+};
+
 /// Times plans. Durations of compute come from a cost model, paths from the topology.
 class PlanExecutor {
  public:
   struct Hooks {
     /// Duration of a compute task (its ops on its GPU), including launch overheads.
     std::function<Tick(const Task&, std::span<const Op>)> compute_time;
-    /// Links from endpoint src to endpoint dst.
+    /// Links from endpoint src to endpoint dst; the reference need only stay valid until the next call.
     std::function<const std::vector<LinkId>&(int src, int dst)> route;
   };
   /// Receives a finished graph's id and its timings (indexed by TaskId).
@@ -55,6 +74,10 @@ class PlanExecutor {
   /// simulator, so graphs submitted earlier finish too). Throws std::logic_error if some task
   /// never ran (a dependency that cannot be met).
   std::vector<TaskTiming> run(const TaskGraph& plan);
+  /// Runs a plan that `feed` builds while it runs (see PlanFeed), from the simulator's current
+  /// time until it is done (draining the simulator). `plan` must be empty; the timings go to
+  /// PlanFeed::retire part by part. Events and timings are those run() would give the whole plan.
+  void run_fed(TaskGraph& plan, PlanFeed& feed);
 
   /// Starts `plan`'s ready tasks at the simulator's current time and returns at once; the executor
   /// keeps the graph alive until every task has finished, then calls `on_done` (from inside an
@@ -76,13 +99,22 @@ class PlanExecutor {
   /// stream of submissions allocates only the timings handed to the caller.
   struct Graph {
     std::shared_ptr<const TaskGraph> plan;
-    std::vector<TaskTiming> timing;
-    std::vector<std::uint32_t> pending_deps;
+    std::vector<TaskTiming> timing;           ///< indexed by TaskId - base
+    std::vector<std::uint32_t> pending_deps;  ///< indexed by TaskId - base
     std::size_t done = 0;
     GraphId id = 0;
     GraphDone on_done;
     bool starting = false;           ///< roots are being started inside submit
     bool finished_starting = false;  ///< completed while `starting`: deliver through an event
+    // Fed graphs only (run_fed).
+    TaskGraph* growing = nullptr;  ///< the plan the feed extends (the same graph as `plan`)
+    PlanFeed* feed = nullptr;
+    bool open = false;             ///< the feed has more parts to add
+    TaskId frontier = 0;           ///< first task of the newest part
+    std::vector<TaskId> parts;     ///< first task of each part not yet retired, in order
+    std::size_t parts_head = 0;    ///< parts before this index are retired
+    TaskId base = 0;               ///< first task whose timing is still held
+    TaskId first_unfinished = 0;   ///< every task before it has finished
   };
   /// A queued task: its graph's slot and its id (8 bytes, so queues stay compact).
   struct Entry {
@@ -97,7 +129,11 @@ class PlanExecutor {
     int gpu = -1;              ///< compute streams: the GPU; copy engines: -1 (never consult the chooser)
   };
 
-  std::uint32_t start_graph(std::shared_ptr<const TaskGraph> plan, GraphDone on_done, bool defer_sync_completion);
+  std::uint32_t start_graph(std::shared_ptr<const TaskGraph> plan, GraphDone on_done, bool defer_sync_completion,
+                            PlanFeed* feed = nullptr, TaskGraph* growing = nullptr);
+  void grow(std::uint32_t slot);
+  void settle(std::uint32_t slot);
+  void retire_part(std::uint32_t slot);
   void complete(std::uint32_t slot);
   void deliver(std::uint32_t slot);
   void release(std::uint32_t slot);

@@ -1,5 +1,6 @@
 #include "sim/task_graph.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <stdexcept>
 
@@ -23,10 +24,47 @@ const char* phase_name(Phase p) {
   return "?";
 }
 
+SuccessorList::SuccessorList(const SuccessorList& o) : size_(o.size_), capacity_(o.capacity_), ids_(o.ids_) {
+  if (size_ > kInline) {
+    ids_.heap = new TaskId[capacity_];
+    std::copy(o.ids_.heap, o.ids_.heap + size_, ids_.heap);
+  }
+}
+
+SuccessorList& SuccessorList::operator=(const SuccessorList& o) {
+  if (this != &o) *this = SuccessorList(o);
+  return *this;
+}
+
+SuccessorList& SuccessorList::operator=(SuccessorList&& o) noexcept {
+  if (this != &o) {
+    release();
+    take(o);
+  }
+  return *this;
+}
+
+void SuccessorList::push_back(TaskId id) {
+  if (size_ < kInline) {
+    ids_.inline_[size_++] = id;
+    return;
+  }
+  if (size_ == kInline || size_ == capacity_) {
+    const std::uint32_t grown = 2 * std::max(size_, kInline);
+    auto* moved = new TaskId[grown];
+    const std::span<const TaskId> old = view();
+    std::copy(old.begin(), old.end(), moved);
+    release();
+    ids_.heap = moved;
+    capacity_ = grown;
+  }
+  ids_.heap[size_++] = id;
+}
+
 TaskId TaskGraph::add(Task t, Deps deps) {
-  const auto id = static_cast<TaskId>(tasks_.size());
+  const auto id = static_cast<TaskId>(size());
   tasks_.push_back(t);
-  successors_.emplace_back();
+  successors_.push_back({});
   dep_count_.push_back(0);
   for (TaskId d : deps) depend(id, d);
   return id;
@@ -35,8 +73,30 @@ TaskId TaskGraph::add(Task t, Deps deps) {
 void TaskGraph::depend(TaskId task, TaskId before) {
   // Dependencies point backwards in insertion order, so every plan is acyclic by construction.
   if (before >= task) throw std::logic_error("task dependency must point to an earlier task");
+  if (before < first()) throw std::logic_error("task dependency points to a dropped task");
   successors_[before].push_back(task);
   ++dep_count_[task];
+  if (before < earliest_dependency_) earliest_dependency_ = before;
+}
+
+void TaskGraph::drop_before(TaskId before) {
+  if (before > size()) throw std::logic_error("TaskGraph::drop_before: beyond the last task");
+  if (before <= first()) return;
+  tasks_.drop_before(before);
+  successors_.drop_before(before);
+  dep_count_.drop_before(before);
+  // Ops are stored in task order: the held tasks' ops start at the first held compute task's.
+  // Compacted only once the dropped ops outweigh the held ones, so each op moves O(1) times.
+  std::uint32_t first_op = ops_base_ + static_cast<std::uint32_t>(ops_.size());
+  for (const Task& t : tasks())
+    if (t.ops_count > 0) {
+      first_op = t.ops_begin;
+      break;
+    }
+  const std::size_t dropped = first_op - ops_base_;
+  if (2 * dropped < ops_.size()) return;
+  ops_.erase(ops_.begin(), ops_.begin() + static_cast<std::ptrdiff_t>(dropped));
+  ops_base_ = first_op;
 }
 
 TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps) {
@@ -45,7 +105,7 @@ TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op> ops, 
   t.phase = phase;
   t.layer = layer;
   t.gpu = gpu;
-  t.ops_begin = static_cast<std::uint32_t>(ops_.size());
+  t.ops_begin = ops_base_ + static_cast<std::uint32_t>(ops_.size());
   t.ops_count = static_cast<std::uint32_t>(ops.size());
   for (auto& op : ops) ops_.push_back(std::move(op));
   return add(t, deps);
@@ -92,7 +152,8 @@ void TaskGraph::remap(const std::vector<int>& gpu_of, const std::vector<int>& en
     if (static_cast<std::size_t>(v) >= m.size()) throw std::logic_error("TaskGraph::remap: id out of range");
     return static_cast<std::int32_t>(m[static_cast<std::size_t>(v)]);
   };
-  for (Task& t : tasks_) {
+  for (std::size_t id = first(); id < size(); ++id) {
+    Task& t = tasks_[id];
     t.gpu = map(gpu_of, t.gpu);
     t.src = map(endpoint_of, t.src);
     t.dst = map(endpoint_of, t.dst);

@@ -2,11 +2,14 @@
 // A plan of work for the engine: compute tasks on a GPU's stream, transfers over the network
 // (optionally holding a copy engine), fixed delays, and joins, linked by dependencies.
 // Policies build plans; the PlanExecutor times them. Collectives expand into transfer tasks.
+// A plan may also be built while it runs (PlanExecutor::run_fed): it then drops the finished
+// tasks at its front, so only a window of a long plan is ever held.
 #include <cstdint>
 #include <initializer_list>
 #include <span>
 #include <vector>
 
+#include "sim/paged_vector.hpp"
 #include "sim/tick.hpp"
 #include "sim/work.hpp"
 
@@ -54,10 +57,47 @@ struct Task {
   Tick delay = 0;
 };
 
-/// The plan: tasks in insertion order with their dependency edges.
+/// A task's successors: up to four inline (almost every task has one or two: a transfer feeds
+/// its sender's and receiver's joins), more on the heap, so a plan of millions of tasks does not
+/// make millions of allocations.
+class SuccessorList {
+ public:
+  SuccessorList() = default;
+  SuccessorList(const SuccessorList& o);
+  SuccessorList(SuccessorList&& o) noexcept { take(o); }
+  SuccessorList& operator=(const SuccessorList& o);
+  SuccessorList& operator=(SuccessorList&& o) noexcept;
+  ~SuccessorList() { release(); }
+  void push_back(TaskId id);
+  std::span<const TaskId> view() const { return {size_ <= kInline ? ids_.inline_ : ids_.heap, size_}; }
+
+ private:
+  static constexpr std::uint32_t kInline = 4;
+  void release() noexcept {
+    if (size_ > kInline) delete[] ids_.heap;
+  }
+  /// Takes `o`'s ids (a plain copy of the storage: inline ids or the heap pointer), leaving it empty.
+  void take(SuccessorList& o) noexcept {
+    size_ = o.size_;
+    capacity_ = o.capacity_;
+    ids_ = o.ids_;
+    o.size_ = 0;
+    o.capacity_ = kInline;
+  }
+  std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = kInline;  ///< heap capacity once size_ > kInline
+  union Ids {
+    TaskId inline_[kInline];
+    TaskId* heap;
+  } ids_{};
+};
+
+/// The plan: tasks in insertion order with their dependency edges. Ids are positions in
+/// insertion order and never change, even after the tasks before them are dropped.
 class TaskGraph {
  public:
   using Deps = std::span<const TaskId>;
+  static constexpr TaskId kNoTask = ~TaskId{0};
 
   TaskId compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps = {});
   TaskId transfer(int src_endpoint, int dst_endpoint, double bytes, Phase phase, int layer,
@@ -70,19 +110,36 @@ class TaskGraph {
   /// for endpoint e (a plan made for part of a cluster, mapped onto the whole).
   void remap(const std::vector<int>& gpu_of, const std::vector<int>& endpoint_of);
 
+  /// Tasks ever added: ids are [0, size()).
   std::size_t size() const { return tasks_.size(); }
+  /// The first task still held: 0 unless drop_before() was called.
+  TaskId first() const { return static_cast<TaskId>(tasks_.first()); }
+  /// Tasks [first(), size()), in id order.
+  PagedVector<Task>::View tasks() const { return tasks_.view(); }
+  // The accessors below take held tasks only (ids from first() on). Tasks and their successor
+  // lists never move while the plan grows.
   const Task& task(TaskId id) const { return tasks_[id]; }
-  const std::vector<Task>& tasks() const { return tasks_; }
-  std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + t.ops_begin, t.ops_count}; }
-  const std::vector<TaskId>& successors(TaskId id) const { return successors_[id]; }
+  std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + (t.ops_begin - ops_base_), t.ops_count}; }
+  std::span<const TaskId> successors(TaskId id) const { return successors_[id].view(); }
   std::uint32_t dependency_count(TaskId id) const { return dep_count_[id]; }
+
+  /// Forgets tasks [first(), before): a plan run while it is built drops what has finished. A
+  /// dropped task may no longer be read or depended on.
+  void drop_before(TaskId before);
+  /// Starts watching new dependencies: earliest_dependency() is then the earliest task that any
+  /// dependency added since points to (kNoTask while none), so an executor can check that a part
+  /// added to a running plan depends only on tasks that cannot have finished.
+  void watch_dependencies() { earliest_dependency_ = kNoTask; }
+  TaskId earliest_dependency() const { return earliest_dependency_; }
 
  private:
   TaskId add(Task t, Deps deps);
-  std::vector<Task> tasks_;
-  std::vector<Op> ops_;
-  std::vector<std::vector<TaskId>> successors_;
-  std::vector<std::uint32_t> dep_count_;
+  PagedVector<Task> tasks_;
+  PagedVector<SuccessorList> successors_;
+  PagedVector<std::uint32_t> dep_count_;
+  std::vector<Op> ops_;  ///< ops_[i] is op number ops_base_ + i (Task::ops_begin counts from 0)
+  std::uint32_t ops_base_ = 0;
+  TaskId earliest_dependency_ = kNoTask;
 };
 
 }  // namespace moesim

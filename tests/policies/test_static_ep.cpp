@@ -6,6 +6,7 @@
 
 #include "sim/flow_network.hpp"
 #include "hardware/collectives.hpp"
+#include "hardware/cost_model.hpp"
 #include "models/model_spec.hpp"
 #include "serving/batch_planner.hpp"
 #include "policies/expert_parallel.hpp"
@@ -94,8 +95,8 @@ TEST(StaticEpAllToAll, TimeScalesWithSkewnessOnFullMesh) {
     Simulator sim;
     FlowNetwork net(sim);
     cluster.install(net);
-    PlanExecutor ex(sim, net, G, {[](const Task&, std::span<const Op>) { return Tick{0}; },
-                                  [&](int a, int b) -> const std::vector<LinkId>& { return cluster.route(a, b); }});
+    const ComputeCostModel no_compute(cluster.spec().gpu);
+    PlanExecutor ex(sim, net, G, engine_hooks(cluster, no_compute));
     ex.run(g);
     return static_cast<double>(sim.now());
   };
