@@ -128,9 +128,10 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
     if (b >= s.workload.warmup_batches)
       metrics.add_batch(b, plan, timing, start, skew, s.workload.tokens_per_batch(), forecasts);
     for (int l = 0; l < moe_layers; ++l) predictor->observe(b, l, layers[static_cast<std::size_t>(l)]);
-    for (const auto& moe : plan.moe)
-      for (std::size_t g = 0; g < moe.gpu_tokens.size(); ++g)
-        peak_selections[g] = std::max(peak_selections[g], moe.gpu_tokens[g]);
+    for (const auto& moe : plan.moe) {
+      const auto& rows = moe.gpu_rows.empty() ? moe.gpu_tokens : moe.gpu_rows;  // padding takes memory too
+      for (std::size_t g = 0; g < rows.size(); ++g) peak_selections[g] = std::max(peak_selections[g], rows[g]);
+    }
     if (tracing) trace->add_batch(plan.graph, timing, b);
   }
   const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, peak_selections);
