@@ -311,7 +311,10 @@ def point_value(results, claim, point):
         return va, f"{ra.key} {fmt_metric(va, unit)}"
     vb, rb = _pick(results, b_refs, metric, best=True)
     higher = METRICS[metric][1]
-    detail = f"{ra.key} {fmt_metric(va, unit)} vs {rb.key} {fmt_metric(vb, unit)}"
+    na, nb = ra.key, rb.key
+    if (ra.exp, ra.point) != (rb.exp, rb.point):
+        na, nb = f"{na} at {ra.point}", f"{nb} at {rb.point}"
+    detail = f"{na} {fmt_metric(va, unit)} vs {nb} {fmt_metric(vb, unit)}"
     if measure == "advantage":
         v = (va / vb) if higher else (vb / va)
     elif measure == "gain":
