@@ -52,7 +52,8 @@ bench: build
 	python3 tests/bench/scale_table.py --moesim ./$(BUILD)/moesim $(SCALE_ARGS)
 
 # Paper reproductions: every scenario under scenarios/papers/ over its paper's grid (tables in
-# results/papers/summary.md; claims beside them in scenarios/papers/README.md).
+# results/papers/summary.md) and the claims table computed from those runs (results/papers/claims.md,
+# and the generated sections of scenarios/papers/README.md and README.md's status).
 papers: build
 	python3 scenarios/papers/reproduce.py --moesim ./$(BUILD)/moesim
 

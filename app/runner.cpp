@@ -128,9 +128,10 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
     if (predictor->observes())
       for (std::size_t l = 0; l < feed.routings().size(); ++l)
         predictor->observe(b, static_cast<int>(l), feed.routings()[l]);
-    for (const auto& moe : feed.moe())
-      for (std::size_t g = 0; g < moe.gpu_tokens.size(); ++g)
-        peak_selections[g] = std::max(peak_selections[g], moe.gpu_tokens[g]);
+    for (const auto& moe : feed.moe()) {
+      const auto& rows = moe.gpu_rows.empty() ? moe.gpu_tokens : moe.gpu_rows;  // padding takes memory too
+      for (std::size_t g = 0; g < rows.size(); ++g) peak_selections[g] = std::max(peak_selections[g], rows[g]);
+    }
   }
   const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, peak_selections);
   check_fits(mem, cluster, entry);

@@ -24,8 +24,16 @@ TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyCont
                                                std::vector<int>& restores) {
   const ModelSpec& m = ctx.model;
   const int L = in.layer;
-  const auto& load = d.load[g];
+  const auto& load = d.rows.empty() ? d.load[g] : d.rows[g];
   const TaskId ready_dep[] = {ready};
+  if (d.fetch[g].empty() && d.per_expert_kernels) {
+    // A loop over the local experts: each expert's GEMMs are kernels of their own, in expert
+    // order on the GPU's stream.
+    std::vector<TaskId> computes;
+    for (const auto n : load)
+      if (n > 0) computes.push_back(plan.compute(g, Phase::kExperts, L, expert_ops(m, {n}), ready_dep));
+    return computes.empty() ? plan.join(ready_dep, Phase::kExperts, L) : plan.join(computes, Phase::kExperts, L);
+  }
   if (d.fetch[g].empty()) {
     // Every expert is resident: one grouped GEMM per projection over the experts with tokens.
     std::vector<std::int64_t> per_expert;
@@ -131,8 +139,11 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   out.tokens_dropped = d.dropped;
   std::vector<TaskId> experts_done(G);
   std::vector<int> restores(G, 0);
+  if (!d.rows.empty()) out.gpu_rows.assign(G, 0);
   for (int g = 0; g < G; ++g) {
     for (const auto n : d.load[g]) out.gpu_tokens[g] += n;
+    if (!d.rows.empty())
+      for (const auto n : d.rows[g]) out.gpu_rows[g] += n;
     TaskId ready = scattered[g];
     if (!arriving[g].empty()) {
       arriving[g].push_back(scattered[g]);

@@ -32,10 +32,19 @@ enum class FetchMode : std::uint8_t {
 
 /// A policy's decision for one layer.
 struct Dispatch {
-  /// send[src][dst]: token selections whose hidden state moves from GPU src to GPU dst.
+  /// send[src][dst]: rows of hidden state moving from GPU src to GPU dst: token selections, or
+  /// the slots of a dense dispatch tensor padded to a capacity (DeepSpeed), padding included.
   std::vector<std::vector<std::int64_t>> send;
   /// load[gpu][expert]: selections GPU `gpu` computes for `expert`.
   std::vector<std::vector<std::int64_t>> load;
+  /// rows[gpu][expert]: rows the expert GEMMs run over, where they differ from `load`: a dense
+  /// dispatch tensor computes its padding like tokens (DeepSpeed's Experts over [G, C, M]), but
+  /// padding is no selection. Empty (the default): `load`.
+  std::vector<std::vector<std::int64_t>> rows;
+  /// One kernel group per expert instead of one grouped GEMM per projection: frameworks that
+  /// loop over their local experts (FastMoE's expert_fn, DeepSpeed's Experts.forward) launch
+  /// each expert's GEMMs on their own.
+  bool per_expert_kernels = false;
   /// gather[src][dst]: expert outputs moving from the GPU that computed them back to their
   /// token's home GPU. Empty (the default): the reverse of `send`. Set when the selections did
   /// not travel home → computing GPU in the scatter (e.g. tokens a token-to-expert prediction
@@ -85,7 +94,8 @@ class ExpertParallelPolicy : public Policy {
   virtual std::vector<int> resident_experts(const PolicyContext& ctx, const MoeLayerInput& in, int gpu) const;
 
  private:
-  /// The expert tasks of one GPU: one grouped GEMM, or per-expert kernels with fetches.
+  /// The expert tasks of one GPU: one grouped GEMM, or per-expert kernels with fetches or when
+  /// the Dispatch asks for them.
   /// `restores[gpu]` receives how many resident experts were overwritten (to fetch back later).
   TaskId build_gpu_experts(TaskGraph& plan, const PolicyContext& ctx, const MoeLayerInput& in, const Dispatch& d,
                            int gpu, TaskId ready, TaskId fetch_ready, std::vector<int>& restores);

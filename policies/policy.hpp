@@ -55,6 +55,9 @@ struct MoeLayerInput {
 struct MoeLayerOutput {
   std::vector<TaskId> done;                ///< per GPU: outputs merged on the home GPU
   std::vector<std::int64_t> gpu_tokens;    ///< expert token-selections computed per GPU
+  /// Rows the expert GEMMs ran over per GPU where padding adds to the selections (a dense
+  /// dispatch tensor, DeepSpeed); empty: `gpu_tokens`. Sizes the activation memory.
+  std::vector<std::int64_t> gpu_rows;
   std::int64_t tokens_dropped = 0;
 };
 

@@ -242,6 +242,7 @@ TEST(Scenario, EveryShippedScenarioValidates) {
   int checked = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") continue;
+    if (entry.path().filename() == "claims.yaml") continue;  // scenarios/papers/: the claims table, not a scenario
     try {
       check_scenario_fits(load_scenario(entry.path().string()));
     } catch (const InputError& e) {

@@ -52,7 +52,9 @@ TEST(CountLevelRouting, EveryPolicyThatAcceptsCountsPlansAndTimesExactlyAsFromTo
   const LayerRouting tokens = systematic_sample(inclusion_probabilities(p, 2), 2, 512, rng);
   const LayerRouting counts = to_counts(tokens, token_home, 4);
 
-  std::vector<Case> cases = {{"static-ep", "{capacity_factor: 1.0}"}, {"static-ep", "{placement: round-robin}"}};
+  std::vector<Case> cases = {{"static-ep", "{capacity_factor: 1.0}"},
+                             {"static-ep", "{placement: round-robin}"},
+                             {"deepspeed", "{drop_tokens: true, capacity_factor: 1.0}"}};
   for (const auto& name : policies().names()) cases.push_back({name, "{}"});
   int checked = 0;
   for (const Case& c : cases) {
@@ -76,8 +78,9 @@ TEST(CountLevelRouting, EveryPolicyThatAcceptsCountsPlansAndTimesExactlyAsFromTo
     }
     ++checked;
   }
-  // static-ep twice, harmoeny, fastermoe, even-split, eplb, exflow, moeshard, tp-experts.
-  EXPECT_GE(checked, 9);
+  // static-ep three times, deepspeed twice, fastmoe, harmoeny, fastermoe, even-split, eplb, exflow,
+  // moeshard, tp-experts.
+  EXPECT_GE(checked, 13);
 }
 
 TEST(CountLevelRouting, PoliciesThatLookAtTokensSayso) {
