@@ -45,7 +45,7 @@ build: configure
 	ninja -C $(BUILD)
 
 # Benchmarks: engine events/s and simulated MoE layers/s, then the scale table (DeepSeek-V3 on
-# 8 ... 1,024 GPUs, both network backends; SCALE_ARGS=--large adds the flow model at 128/256 GPUs).
+# 16 ... 1,024 GPUs, both network backends; SCALE_ARGS=--large adds the flow model at 128/256 GPUs).
 # Figures recorded in the README.
 bench: build
 	MOESIM_SOURCE_ROOT=$(CURDIR) ./$(BUILD)/tests/bench_engine
