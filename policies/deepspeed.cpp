@@ -30,32 +30,19 @@
 
 #include "hardware/collectives.hpp"
 #include "models/model_spec.hpp"
-#include "policies/expert_parallel.hpp"
+#include "policies/static_placement.hpp"
 
 namespace moesim {
 namespace {
 
 /// DeepSpeed-MoE: capacity-padded dense dispatch, per-expert GEMMs over the padding.
-class DeepSpeedMoe final : public ExpertParallelPolicy {
+class DeepSpeedMoe final : public StaticPlacementPolicy {
  public:
   explicit DeepSpeedMoe(const ParamSet& p)
-      : placement_name_(p.get_string("placement")),
+      : StaticPlacementPolicy(p.get_string("placement")),
         capacity_factor_(p.get_float("capacity_factor")),
         drop_tokens_(p.get_bool("drop_tokens")),
         min_capacity_(p.get_int("min_capacity")) {}
-
-  void setup(const PolicyContext& ctx) override {
-    owner_ = static_owner(placement_name_, ctx.model.experts, ctx.cluster.num_gpus());
-    placement_ = ExpertPlacement::from_owner(owner_, ctx.cluster.num_gpus());
-  }
-
-  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
-    std::vector<double> bytes(ctx.cluster.num_gpus(), 0.0);
-    const double per_layer = ctx.model.expert_bytes() * ctx.model.num_moe_layers();
-    for (std::size_t g = 0; g < bytes.size(); ++g)
-      bytes[g] = static_cast<double>(placement_.experts_on_gpu[g].size()) * per_layer;
-    return bytes;
-  }
 
   // Capacity and drops depend only on how many selections each GPU has per expert.
   bool accepts_counts() const override { return true; }
@@ -121,12 +108,9 @@ class DeepSpeedMoe final : public ExpertParallelPolicy {
     return std::max(min_capacity_, static_cast<std::int64_t>(c));
   }
 
-  std::string placement_name_;
   double capacity_factor_;
   bool drop_tokens_;
   std::int64_t min_capacity_;
-  std::vector<int> owner_;
-  ExpertPlacement placement_;
 };
 
 const bool registered = policies().add(

@@ -13,28 +13,15 @@
 
 #include "hardware/collectives.hpp"
 #include "models/model_spec.hpp"
-#include "policies/expert_parallel.hpp"
+#include "policies/static_placement.hpp"
 
 namespace moesim {
 namespace {
 
 /// FastMoE: dropless static expert parallelism with a count exchange and per-expert kernels.
-class FastMoe final : public ExpertParallelPolicy {
+class FastMoe final : public StaticPlacementPolicy {
  public:
-  explicit FastMoe(const ParamSet& p) : placement_name_(p.get_string("placement")) {}
-
-  void setup(const PolicyContext& ctx) override {
-    owner_ = static_owner(placement_name_, ctx.model.experts, ctx.cluster.num_gpus());
-    placement_ = ExpertPlacement::from_owner(owner_, ctx.cluster.num_gpus());
-  }
-
-  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
-    std::vector<double> bytes(ctx.cluster.num_gpus(), 0.0);
-    const double per_layer = ctx.model.expert_bytes() * ctx.model.num_moe_layers();
-    for (std::size_t g = 0; g < bytes.size(); ++g)
-      bytes[g] = static_cast<double>(placement_.experts_on_gpu[g].size()) * per_layer;
-    return bytes;
-  }
+  explicit FastMoe(const ParamSet& p) : StaticPlacementPolicy(p.get_string("placement")) {}
 
   bool accepts_counts() const override { return true; }
 
@@ -65,10 +52,6 @@ class FastMoe final : public ExpertParallelPolicy {
 
  private:
   static constexpr double kCountBytes = 8.0;  // FastMoE's counts are int64
-
-  std::string placement_name_;
-  std::vector<int> owner_;
-  ExpertPlacement placement_;
 };
 
 const bool registered = policies().add(

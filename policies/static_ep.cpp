@@ -5,31 +5,16 @@
 #include <cmath>
 
 #include "models/model_spec.hpp"
-#include "policies/expert_parallel.hpp"
+#include "policies/static_placement.hpp"
 
 namespace moesim {
 namespace {
 
-class StaticExpertParallel final : public ExpertParallelPolicy {
+class StaticExpertParallel final : public StaticPlacementPolicy {
  public:
   explicit StaticExpertParallel(const ParamSet& p)
-      : placement_name_(p.get_string("placement")), capacity_factor_(p.get_float("capacity_factor")) {}
+      : StaticPlacementPolicy(p.get_string("placement")), capacity_factor_(p.get_float("capacity_factor")) {}
 
-  void setup(const PolicyContext& ctx) override {
-    owner_ = static_owner(placement_name_, ctx.model.experts, ctx.cluster.num_gpus());
-    placement_ = ExpertPlacement::from_owner(owner_, ctx.cluster.num_gpus());
-  }
-
-  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
-    std::vector<double> bytes(ctx.cluster.num_gpus(), 0.0);
-    // The same layout holds in every MoE layer.
-    const double per_layer = ctx.model.expert_bytes() * ctx.model.num_moe_layers();
-    for (std::size_t g = 0; g < bytes.size(); ++g)
-      bytes[g] = static_cast<double>(placement_.experts_on_gpu[g].size()) * per_layer;
-    return bytes;
-  }
-
- public:
   bool accepts_counts() const override { return true; }
 
  protected:
@@ -55,10 +40,7 @@ class StaticExpertParallel final : public ExpertParallelPolicy {
   }
 
  private:
-  std::string placement_name_;
   double capacity_factor_;
-  std::vector<int> owner_;
-  ExpertPlacement placement_;
 };
 
 const bool registered = policies().add(
