@@ -63,6 +63,7 @@ class GuidelineCommand {
   std::uint64_t seed_ = 1;
   std::vector<std::string> sets_;
   std::string out_, curves_;
+  std::string assumptions_ = "timed", without_;
   unsigned jobs_ = 0;
 };
 

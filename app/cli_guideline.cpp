@@ -91,12 +91,17 @@ std::string decision_map(const GuidelineSpec& spec, const std::vector<GuidelineC
   std::size_t width = 8;
   for (const GuidelineCell& c : cells) width = std::max(width, verdict(c).size() + 2);
   std::ostringstream os;
+  const GuidelineAssumptions& a = spec.assumptions;
   os << "moesim guideline: " << spec.model << " on " << spec.hardware << " (GPUs fully connected), prefill "
      << spec.batch_size << " x " << spec.seq_len << ", " << spec.batches - spec.warmup_batches << " of "
      << spec.batches << " batches measured, moegps-dup";
   for (const std::string& set : spec.sets) os << ", " << set;
-  os << "\n"
-     << "winner per skewness (rows) and GB/s per GPU pair (columns), with its saving vs none;\n"
+  os << "\nassumptions: " << (a.tensor_parallel_attention ? "attention tensor-parallel" : "attention data-parallel")
+     << ", " << (a.flops_only ? "flops-only kernels" : "roofline kernels") << ", copies "
+     << (a.hidden_copies ? "hidden" : "timed") << ", token-to-expert overhead "
+     << (a.overhead_ratio ? "a ratio of the layer" : "in ms") << (a.one_layer ? ", one layer" : "") << "\n"
+     << "winner per skewness (rows) and GB/s " << (a.bandwidth_per_gpu ? "per GPU" : "per GPU pair")
+     << " (columns), with its saving vs none;\n"
      << "dist = distribution-only, t2e@a = token-to-expert at its best accuracy a\n\n"
      << std::setw(8) << "skewness";
   for (std::size_t b = 0; b < B; ++b) os << std::setw(static_cast<int>(width)) << spec.bandwidth_GBps[b].text;
@@ -142,6 +147,22 @@ at its best accuracy (the bottom of its U-curve), and the winner is the fastest 
                communication_ms,overhead_ms,idle_ms,prediction_error: one row per cell and
                strategy (and accuracy, for token-to-expert), the U-curves and Fig. 6's bars.
 
+--assumptions paper runs MoE-GPS's own set-up instead of moesim's timed model, each assumption
+named for --without (which drops it, timing that part as moesim does):
+  attention-tp       attention tensor-parallel, a ring all-reduce after it (§2)
+  flops-only         kernel time proportional to FLOPs: compute saturated (§2, §5)
+  hidden-copies      expert copies take no time: hidden behind attention (§3.1, §5)
+  overhead-ratio     token-to-expert's overhead a ratio of the cell's layer time without
+                     prediction, exponential in accuracy as Fig. 4's fits (§5); the constants
+                     are chosen, not fitted: 1% of the layer at a = 0.5, 154% at a = 1, halved
+                     at skewness 2.0
+  distribution-comm  distribution-only charged none's communication ("communication time
+                     remains unchanged", §4), though its replicas share the receive load
+  bandwidth-per-gpu  --bandwidth-GBps per GPU, shared evenly by its links to the other GPUs
+                     (§4 quotes 600 GB/s NVLink, 64 GB/s PCIe)
+  one-layer          one layer (§3.4)
+The all-to-alls and the all-reduce are timed on the network under either set.
+
 Files are written atomically and are byte-identical whatever --jobs. Exit codes: 0 success,
 2 bad input (located at the option or --set that caused it; nothing is written), 1 internal
 error.)";
@@ -169,6 +190,9 @@ GuidelineCommand::GuidelineCommand(CLI::App& app) {
       ->allow_extra_args(false);
   cmd_->add_option("--out", out_, "decision CSV to write");
   cmd_->add_option("--curves", curves_, "latency-curve CSV to write");
+  cmd_->add_option("--assumptions", assumptions_, "timed (moesim's model) or paper (MoE-GPS's set-up; see below)")
+      ->capture_default_str();
+  cmd_->add_option("--without", without_, "paper assumptions to drop (timed instead): a,b,... (see below)");
   cmd_->add_option("--jobs", jobs_, "cells run in parallel (default: hardware concurrency)")->check(CLI::PositiveNumber);
   cmd_->footer(kGuidelineHelp);
 }
@@ -188,6 +212,7 @@ int GuidelineCommand::run() const {
   spec.warmup_batches = warmup_batches_;
   spec.seed = seed_;
   spec.sets = sets_;
+  spec.assumptions = parse_assumptions(assumptions_, without_);
   const unsigned jobs = jobs_ ? jobs_ : std::max(1u, std::thread::hardware_concurrency());
   const std::vector<GuidelineCell> cells = run_guideline(spec, jobs);
   if (!out_.empty()) write_file(out_, decisions_csv(cells));

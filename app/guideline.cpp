@@ -21,6 +21,7 @@
 #include "app/sweep.hpp"
 #include "hardware/cluster.hpp"
 #include "core/diagnostics.hpp"
+#include "predictors/estimates.hpp"
 
 namespace moesim {
 namespace {
@@ -36,17 +37,27 @@ constexpr const char* kScenarioName = "moesim guideline";
 // preset's own fabric: MoE-GPS §5 assumes "fully connected GPUs with the same interconnect
 // bandwidth between each pair", and varies only that bandwidth (Fig. 7: 32 to 600 GB/s).
 // Expert duplication is Algorithm 1 (moegps-dup); "none" is its no-forecast baseline (static-ep).
+// Under the paper's assumptions the copies are hidden and token-to-expert runs without its own
+// overhead curve, which run_guideline adds afterwards as a ratio of the cell's layer time.
 std::string scenario_text(const GuidelineSpec& spec) {
+  const GuidelineAssumptions& a = spec.assumptions;
   std::string t =
       "name: guideline\n"
       "hardware: {fabric: nvlink-mesh}\n"
-      "workload: {kind: prefill, routing: {kind: skewness}}\n"
-      "policy: [moegps-dup]\n"
-      "predictor:\n"
-      "  - none\n"
-      "  - distribution-only\n";
-  for (const auto& a : spec.accuracies) t += "  - {name: token-to-expert, accuracy: " + a.text + "}\n";
+      "workload: {kind: prefill, routing: {kind: skewness}}\n";
+  t += a.hidden_copies ? "policy: [{name: moegps-dup, copies: hidden}]\n" : "policy: [moegps-dup]\n";
+  t += "predictor:\n"
+       "  - none\n"
+       "  - distribution-only\n";
+  for (const auto& acc : spec.accuracies)
+    t += "  - {name: token-to-expert, accuracy: " + acc.text + (a.overhead_ratio ? ", overhead_c0_ms: 0" : "") + "}\n";
   return t;
+}
+
+// GPUs of the preset (2 for an unknown one, which fails at --hardware anyway).
+int preset_gpus(const std::string& hardware) {
+  const auto* preset = cluster_presets().find(hardware);
+  return preset ? std::max(2, preset->value.num_gpus()) : 2;
 }
 
 // One override of a cell, and the option it stands for in diagnostics.
@@ -62,19 +73,28 @@ struct Override {
 // (one hop) always beats a PCIe path (two hops or more), so each pair talks at the bandwidth.
 std::vector<Override> cell_overrides(const GuidelineSpec& spec, const GuidelineValue& skew, const GuidelineValue& bw) {
   auto n = [](auto v) { return std::to_string(v); };
+  const GuidelineAssumptions& a = spec.assumptions;
+  // Per GPU (MoE-GPS §4 quotes a GPU's NVLink or PCIe bandwidth): each of its G-1 links gets
+  // an even share, so an all-to-all leaves a GPU at the quoted bandwidth.
+  const double pair = a.bandwidth_per_gpu ? bw.value / (preset_gpus(spec.hardware) - 1) : bw.value;
+  const std::string pair_text = format_number(pair);
   std::vector<Override> all = {
       {"seed=" + n(spec.seed), "--seed " + n(spec.seed)},
       {"model=" + spec.model, "--model " + spec.model},
       {"hardware.preset=" + spec.hardware, "--hardware " + spec.hardware},
-      {"hardware.nvlink_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text},
+      {"hardware.nvlink_bandwidth_GBps=" + pair_text, "--bandwidth-GBps " + bw.text},
       {"workload.batch_size=" + n(spec.batch_size), "--batch-size " + n(spec.batch_size)},
       {"workload.seq_len=" + n(spec.seq_len), "--seq-len " + n(spec.seq_len)},
       {"workload.batches=" + n(spec.batches), "--batches " + n(spec.batches)},
       {"workload.warmup_batches=" + n(spec.warmup_batches), "--warmup-batches " + n(spec.warmup_batches)},
       {"workload.routing.skewness=" + skew.text, "--skewness " + skew.text}};
   const auto* preset = cluster_presets().find(spec.hardware);  // an unknown one fails at --hardware
-  if (preset && preset->value.pcie_bandwidth_GBps > bw.value)
-    all.push_back({"hardware.pcie_bandwidth_GBps=" + bw.text, "--bandwidth-GBps " + bw.text});
+  if (preset && preset->value.pcie_bandwidth_GBps > pair)
+    all.push_back({"hardware.pcie_bandwidth_GBps=" + pair_text, "--bandwidth-GBps " + bw.text});
+  const std::string paper = "--assumptions paper";
+  if (a.tensor_parallel_attention) all.push_back({"workload.attention_parallelism=tensor", paper});
+  if (a.flops_only) all.push_back({"hardware.compute_model=flops-only", paper});
+  if (a.one_layer) all.push_back({"model.layers=1", paper});
   return all;
 }
 
@@ -88,7 +108,10 @@ void check_sets(const GuidelineSpec& spec) {
       {"workload.routing.kind", "cells are routed by skewness (MoE-GPS §2); use --skewness"},
       {"policy", "the guideline compares predictors under moegps-dup (MoE-GPS Algorithm 1)"},
       {"predictor", "the predictors are none, distribution-only and token-to-expert; use --accuracies"}};
-  const GuidelineValue any{0.0, "0"};
+  if (spec.assumptions.bandwidth_per_gpu)
+    for (const char* k : {"hardware.gpus_per_node", "hardware.nodes"})
+      owned.emplace_back(k, "each --bandwidth-GBps is shared over the preset's GPUs; choose another --hardware");
+  const GuidelineValue any{1.0, "1"};
   for (const Override& o : cell_overrides(spec, any, any))
     owned.emplace_back(o.set.substr(0, o.set.find('=')), "use " + o.shown.substr(0, o.shown.find(' ')));
   std::vector<Diagnostic> problems;
@@ -194,6 +217,44 @@ std::vector<GuidelineValue> parse_guideline_values(const std::string& option, co
   return out;
 }
 
+const std::vector<AssumptionEntry>& paper_assumptions() {
+  using A = GuidelineAssumptions;
+  static const std::vector<AssumptionEntry> all = {
+      {"attention-tp", &A::tensor_parallel_attention, "attention tensor-parallel, a ring all-reduce after it (§2)"},
+      {"flops-only", &A::flops_only, "kernel time proportional to FLOPs, compute saturated (§2, §5)"},
+      {"hidden-copies", &A::hidden_copies, "expert copies hidden behind attention (§3.1, §5)"},
+      {"overhead-ratio", &A::overhead_ratio, "token-to-expert overhead a ratio of the layer time (§5, Fig. 4)"},
+      {"distribution-comm", &A::distribution_comm_unchanged,
+       "distribution-only keeps none's communication (§3.2.1, §4)"},
+      {"bandwidth-per-gpu", &A::bandwidth_per_gpu, "--bandwidth-GBps per GPU, shared by its links (§4)"},
+      {"one-layer", &A::one_layer, "one layer (§3.4)"}};
+  return all;
+}
+
+GuidelineAssumptions parse_assumptions(const std::string& assumptions, const std::string& without) {
+  if (assumptions != "paper" && assumptions != "timed")
+    fail("--assumptions " + assumptions, "'" + assumptions + "' is not one of: paper, timed");
+  GuidelineAssumptions a = assumptions == "paper" ? GuidelineAssumptions::paper() : GuidelineAssumptions::timed();
+  if (without.empty()) return a;
+  if (assumptions != "paper") fail("--without " + without, "--without drops paper assumptions: use it with --assumptions paper");
+  std::string names;
+  for (const AssumptionEntry& e : paper_assumptions()) names += (names.empty() ? "" : ", ") + std::string(e.name);
+  for (const std::string& name : parse_value_list(without, "--without " + without)) {
+    const auto& all = paper_assumptions();
+    const auto it = std::find_if(all.begin(), all.end(), [&](const AssumptionEntry& e) { return name == e.name; });
+    if (it == all.end()) fail("--without " + without, "'" + name + "' is not a paper assumption; valid: " + names);
+    a.*(it->flag) = false;
+  }
+  return a;
+}
+
+double overhead_ratio(double accuracy, double skewness) {
+  // The constants of token-to-expert's default curve (predictors/token_to_expert.cpp), read as
+  // fractions of a 1.0 ms layer: chosen, not fitted.
+  const OverheadCurve ratio{7.0e-5, 10.0, 1.4, 2.0};
+  return ratio.at(accuracy, skewness);
+}
+
 double saving(double none_ms, double ms) { return none_ms > 0.0 ? (none_ms - ms) / none_ms : 0.0; }
 
 GuidelineCell decide_cell(GuidelineValue skewness, GuidelineValue bandwidth_GBps, std::vector<CurvePoint> curve) {
@@ -258,8 +319,24 @@ std::vector<GuidelineCell> run_guideline(const GuidelineSpec& spec, unsigned job
     const nlohmann::json runs = run_scenario(s)["runs"];
     std::vector<CurvePoint> curve = {point_of(runs.at(0), Strategy::kNone, {}),
                                      point_of(runs.at(1), Strategy::kDistributionOnly, {})};
-    for (std::size_t a = 0; a < spec.accuracies.size(); ++a)
-      curve.push_back(point_of(runs.at(2 + a), Strategy::kTokenToExpert, spec.accuracies[a]));
+    if (spec.assumptions.distribution_comm_unchanged) {
+      // The layer's parts add up to its latency (critical-path attribution), so distribution-only
+      // is charged none's communication in place of its own.
+      CurvePoint& dist = curve[1];
+      dist.layer_ms += curve[0].parts.communication - dist.parts.communication;
+      dist.parts.communication = curve[0].parts.communication;
+    }
+    for (std::size_t a = 0; a < spec.accuracies.size(); ++a) {
+      CurvePoint p = point_of(runs.at(2 + a), Strategy::kTokenToExpert, spec.accuracies[a]);
+      if (spec.assumptions.overhead_ratio) {
+        // MoE-GPS §5: "we report and analyze prediction overhead as a ratio to the simulated
+        // inference runtime" — here the cell's layer without prediction.
+        const double overhead = overhead_ratio(spec.accuracies[a].value, cells[i].skewness->value) * curve[0].layer_ms;
+        p.layer_ms += overhead;
+        p.parts.overhead += overhead;
+      }
+      curve.push_back(std::move(p));
+    }
     out[i] = decide_cell(*cells[i].skewness, *cells[i].bandwidth, std::move(curve));
   });
   return out;

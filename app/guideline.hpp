@@ -34,6 +34,45 @@ struct GuidelineValue {
 /// not a number or that appears twice.
 std::vector<GuidelineValue> parse_guideline_values(const std::string& option, const std::string& text);
 
+/// The modelling assumptions a guideline runs under. `timed` is moesim's model: attention
+/// data-parallel over the GPUs holding the sequences, roofline kernels, every expert copy a timed
+/// transfer, token-to-expert's overhead in milliseconds (its predictor's curve), the bandwidth per
+/// GPU pair, every layer of the model. `paper` is MoE-GPS's own set-up, each a stated assumption:
+struct GuidelineAssumptions {
+  bool tensor_parallel_attention = false;  ///< §2: attention TP over the GPUs, ring all-reduce after it
+  bool flops_only = false;                 ///< §2, §5: FFN time proportional to tokens (compute saturated)
+  bool hidden_copies = false;              ///< §3.1, §5: copies hidden behind attention
+  bool overhead_ratio = false;             ///< §5: t2e overhead a ratio of the inference time (Fig. 4)
+  /// §3.2.1, §4: distribution-only's communication is none's ("communication time remains
+  /// unchanged"), although its replicas also spread the load tokens are received with.
+  bool distribution_comm_unchanged = false;
+  bool bandwidth_per_gpu = false;          ///< §4: a GPU's bandwidth, shared evenly by its peers
+  bool one_layer = false;                  ///< §3.4: "a single Transformer layer"
+  static GuidelineAssumptions timed() { return {}; }
+  static GuidelineAssumptions paper() { return {true, true, true, true, true, true, true}; }
+};
+
+/// One paper assumption by name (for `--without`), with a one-line description.
+struct AssumptionEntry {
+  const char* name;
+  bool GuidelineAssumptions::*flag;
+  const char* help;
+};
+/// Every paper assumption, in GuidelineAssumptions order.
+const std::vector<AssumptionEntry>& paper_assumptions();
+
+/// `assumptions` ("paper" or "timed") less the paper assumptions named in `without` (comma
+/// separated). Throws InputError located at the option for an unknown name (listing the valid
+/// ones) or a --without given with timed.
+GuidelineAssumptions parse_assumptions(const std::string& assumptions, const std::string& without);
+
+/// Token-to-expert's overhead under GuidelineAssumptions::overhead_ratio: the fraction of the
+/// cell's layer time without prediction that a predictor of accuracy a costs at skewness s,
+/// r0·e^(c1·a)·(s_ref/s)^γ (MoE-GPS fits exponentials to Fig. 4's accuracy → overhead points and
+/// prints no coefficients: the defaults are token-to-expert's chosen ms curve over the ~1.0 ms
+/// layer it was chosen against, i.e. 1% of the layer at a = 0.5 and 154% at a = 1).
+double overhead_ratio(double accuracy, double skewness);
+
 /// Everything that defines a guideline's results (not how it runs: --out, --curves and --jobs are
 /// not here). The value lists are ascending, as parse_guideline_values returns them.
 struct GuidelineSpec {
@@ -48,6 +87,7 @@ struct GuidelineSpec {
   std::int64_t warmup_batches = 1;
   std::uint64_t seed = 1;
   std::vector<std::string> sets;  ///< extra `--set` overrides, applied to every cell
+  GuidelineAssumptions assumptions;
 };
 
 /// One strategy (at one accuracy, for token-to-expert) in one cell: the mean MoE layer's prefill

@@ -91,6 +91,11 @@ std::vector<ParamSpec> workload_specs() {
                 "the first batches run but are left out of the metrics (state kept across batches, such as "
                 "replicas, warms up); must be fewer than batches",
                 0.0, {}, {}},
+      ParamSpec{"attention_parallelism", ParamType::kString, "data", "",
+                "data: each GPU attends over the sequences it holds; tensor: every GPU runs 1/G of the heads "
+                "over every sequence, then a ring all-reduce, and the tokens are shared evenly for the MoE "
+                "layer (MoE-GPS §2); heads must divide by the GPUs",
+                {}, {}, {"data", "tensor"}},
   };
 }
 
@@ -274,6 +279,13 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
     s.workload.seq_len = w.get_int("seq_len");
     s.workload.batches = w.get_int("batches");
     s.workload.warmup_batches = w.get_int("warmup_batches");
+    s.workload.tensor_parallel_attention = w.get_string("attention_parallelism") == "tensor";
+    const int gpus = s.hardware.num_gpus();
+    if (s.workload.tensor_parallel_attention && cluster_ok && gpus > 0 && s.model.attention.heads % gpus != 0)
+      diags.error(w.where("attention_parallelism"),
+                  "tensor-parallel attention splits the heads over the GPUs: " +
+                      std::to_string(s.model.attention.heads) + " heads do not divide by " + std::to_string(gpus) +
+                      " GPUs");
     if (s.workload.warmup_batches >= s.workload.batches && wl && wl.IsMap())
       diags.error(src.locate(wl["warmup_batches"] ? wl["warmup_batches"] : wl),
                   "'warmup_batches' (" + std::to_string(s.workload.warmup_batches) +

@@ -195,6 +195,12 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
                    "(use up to ~64 GPUs, or when overlapping collectives contend); analytic = each tick's "
                    "transfers priced from the bytes on their busiest link (use for very large clusters)",
                    {"flow", "analytic"}),
+      choice_field("compute_model", c.compute_model,
+                   "how kernels are priced: roofline = the slower of their FLOPs (with tile and k-loop "
+                   "losses) and their memory traffic; flops-only = time proportional to FLOPs at peak "
+                   "efficiency, no memory-bound regime (MoE-GPS §2: FFN time grows with its tokens; §5: "
+                   "the simulator 'assumes ... compute is saturated')",
+                   {"roofline", "flops-only"}),
   };
 }
 
@@ -269,6 +275,7 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
   c.nic_latency_us = p.get_float("nic_latency_us");
   c.collective_launch_us = p.get_float("collective_launch_us");
   c.network_model = p.get_string("network_model");
+  c.compute_model = p.get_string("compute_model");
 
   // Zero bandwidth on a link the fabric uses is an error at that key.
   auto need_positive = [&](const char* key, double v) {

@@ -47,6 +47,10 @@ struct ClusterSpec {
   /// Network backend timing transfers (make_network): "flow" (max-min fair sharing, exact for
   /// overlapping traffic) or "analytic" (per-tick groups priced from link loads, for big clusters).
   std::string network_model = "flow";
+  /// How compute is priced (ComputeCostModel): "roofline" (the slower of FLOPs and memory traffic,
+  /// with tile and k-loop losses) or "flops-only" (time proportional to FLOPs at peak efficiency:
+  /// the assumption of MoE-GPS §2 and §5 that compute is saturated).
+  std::string compute_model = "roofline";
   /// Measured efficiencies replacing the defaults where they have data (null: uncalibrated).
   std::shared_ptr<const HardwareCalibration> calibration;
 

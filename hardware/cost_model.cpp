@@ -16,7 +16,9 @@ ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff,
 }
 
 ComputeCostModel ComputeCostModel::for_cluster(const ClusterSpec& spec) {
-  return ComputeCostModel(spec.gpu, ComputeEfficiency{}, spec.calibration);
+  ComputeEfficiency eff;
+  eff.flops_only = spec.compute_model == "flops-only";
+  return ComputeCostModel(spec.gpu, eff, spec.calibration);
 }
 
 double ComputeCostModel::gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt) const {
@@ -27,6 +29,16 @@ double ComputeCostModel::gemm_compute_seconds(std::int64_t m, std::int64_t n, st
       return flops / (peak(dt) * c->at(static_cast<double>(m)));
   }
   return flops / (peak(dt) * gemm_efficiency(m, n, k));
+}
+
+double ComputeCostModel::flops_only_seconds(const Op& op) const {
+  switch (op.kind) {
+    case OpKind::kGemm:
+    case OpKind::kGroupedGemm: return op.flops / (peak(op.dtype) * eff_.gemm_peak);
+    case OpKind::kAttention: return op.flops / (peak(op.dtype) * eff_.attention);
+    case OpKind::kElementwise: return op.flops / (peak(DType::kFp32) * eff_.elementwise_flops);
+  }
+  return 0.0;
 }
 
 double ComputeCostModel::peak(DType t) const {
@@ -53,6 +65,7 @@ double ComputeCostModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::in
 }
 
 double ComputeCostModel::kernel_seconds(const Op& op) const {
+  if (eff_.flops_only) return flops_only_seconds(op);
   const double bw = gpu_.hbm_bandwidth_Bps * eff_.memory;
   const double mem_s = op.bytes / bw;
   double compute_s = 0.0;

@@ -22,6 +22,9 @@ struct ComputeEfficiency {
   double attention = 0.55;       ///< η_c of fused (flash) attention in prefill
   double memory = 0.85;          ///< η_m: achievable fraction of HBM bandwidth
   double elementwise_flops = 0.25;
+  /// Time proportional to FLOPs at the peak efficiencies above: no memory-bound regime, no tile
+  /// or k-loop losses (ClusterSpec::compute_model "flops-only").
+  bool flops_only = false;
 };
 
 /// Prices ops on one GPU model. Never decides anything: policies choose the ops.
@@ -46,6 +49,8 @@ class ComputeCostModel {
 
  private:
   double peak(DType t) const;
+  /// kernel_seconds under ComputeEfficiency::flops_only.
+  double flops_only_seconds(const Op& op) const;
   /// Seconds of one GEMM (m rows) at compute efficiency from the profile or the default curve.
   double gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt) const;
   GpuSpec gpu_;

@@ -15,6 +15,10 @@ struct PrefillWorkload {
   /// The first `warmup_batches` batches run (and warm up what policies and predictors keep across
   /// batches, such as replicas) but are left out of the metrics.
   std::int64_t warmup_batches = 0;
+  /// Attention tensor-parallel over every GPU (MoE-GPS §2: heads split, a ring all-reduce after
+  /// attention, then each GPU holds an even share of the tokens for the MoE layer) instead of
+  /// data-parallel (each GPU attends over the sequences it holds).
+  bool tensor_parallel_attention = false;
   std::int64_t tokens_per_batch() const { return batch_size * seq_len; }
 };
 

@@ -125,7 +125,8 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
   explicit MoeGpsDup(const ParamSet& p)
       : StaticLayoutWithCopies(p.get_string("placement")),
         max_copies_(p.get_int("max_copies")),
-        keep_copies_(p.get_bool("keep_copies")) {}
+        keep_copies_(p.get_bool("keep_copies")),
+        hide_copies_(p.get_string("copies") == "hidden") {}
 
   /// The static layout, its memory headroom, and what Algorithm 1 may spend per layer.
   void setup(const PolicyContext& ctx) override {
@@ -151,8 +152,17 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
   }
 
  protected:
-  /// The layer's placement and dispatch from its forecast (none: static-ep).
+  /// The layer's placement and dispatch from its forecast (none: static-ep); with `copies:
+  /// hidden` the copies are accounted in memory but not moved.
   Dispatch dispatch(const PolicyContext& ctx, const MoeLayerInput& in) override {
+    Dispatch d = place(ctx, in);
+    // MoE-GPS §5 argues a copy hides behind attention and leaves it out of the layer's time.
+    if (hide_copies_) d.copies.clear();
+    return d;
+  }
+
+ private:
+  Dispatch place(const PolicyContext& ctx, const MoeLayerInput& in) {
     const Forecast none;
     const Forecast& f = in.forecast ? *in.forecast : none;
     if (!keep_copies_) {
@@ -181,7 +191,6 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
     return std::move(fd.dispatch);
   }
 
- private:
   /// Bytes of the non-static replicas in `hosts`, per GPU.
   std::vector<double> replica_bytes(const std::vector<std::vector<int>>& hosts, double expert_bytes) const {
     std::vector<double> bytes(held_bytes_.size(), 0.0);
@@ -193,6 +202,7 @@ class MoeGpsDup final : public StaticLayoutWithCopies {
 
   std::int64_t max_copies_;
   bool keep_copies_;
+  bool hide_copies_;
   CopyBudget budget_;
   std::vector<std::vector<std::vector<int>>> held_;  ///< per MoE layer: hosts of each expert now
   std::vector<double> held_bytes_;                   ///< per GPU: replicas held over all layers
@@ -213,7 +223,12 @@ const bool registered = policies().add(
                           "weights are static across inputs), each layer within an even share of the memory "
                           "headroom, and only new replicas are copied; false: every batch copies its replicas "
                           "again into buffers reused from layer to layer",
-                          {}, {}, {}}},
+                          {}, {}, {}},
+                ParamSpec{"copies", ParamType::kString, "timed", "",
+                          "timed: each copy is a peer transfer from the expert's owner at the layer start, on the "
+                          "network; hidden: copies take no time (MoE-GPS §5 assumes them hidden behind "
+                          "attention), memory is still accounted",
+                          {}, {}, {"timed", "hidden"}}},
                [](const ParamSet& p) { return std::make_unique<MoeGpsDup>(p); }});
 
 }  // namespace

@@ -15,6 +15,7 @@ StepShape prefill_shape(const PolicyContext& ctx) {
   shape.seqs.resize(G);
   for (int g = 0; g < G; ++g)
     shape.seqs[g].assign(static_cast<std::size_t>(seqs[g]), SeqChunk{ctx.workload.seq_len, 0});
+  shape.tensor_parallel_attention = ctx.workload.tensor_parallel_attention;
   return shape;
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 // Builds the task graph of one step through the whole model. Attention runs data-parallel: each
 // GPU attends over the sequences it holds (prefill chunks and decode tokens together, priced by
-// query tokens and KV length); dense FFN layers run locally; each MoE layer is the router
+// query tokens and KV length); or, when the shape asks, tensor-parallel as MoE-GPS §2 assumes
+// (every GPU runs 1/G of the heads over every sequence, a ring all-reduce sums the output, and
+// the tokens are then shared evenly for the MoE layer; from the second layer on, a ring
+// all-gather first gives every GPU the previous layer's outputs). Dense FFN layers run locally; each MoE layer is the router
 // followed by the policy's tasks. Layers chain per GPU, with no barrier other than those the
 // policy's collectives imply. A prefill batch (serving/batch_planner.hpp) is the step in which
 // every sequence is a whole prompt. StepBuilder plans a step one layer at a time, so that a long
@@ -21,6 +24,8 @@ struct StepShape {
   std::vector<std::vector<SeqChunk>> seqs;  ///< per GPU
   std::vector<double> swap_out_bytes;       ///< per GPU (empty: none)
   std::vector<double> swap_in_bytes;        ///< per GPU (empty: none)
+  /// Attention tensor-parallel over all GPUs (StepBuilder); false: data-parallel over `seqs`.
+  bool tensor_parallel_attention = false;
   /// Tokens per GPU: the sum of its chunks' new tokens.
   std::vector<std::int64_t> home_tokens() const;
 };
@@ -56,12 +61,17 @@ class StepBuilder {
   MoeLayerOutput take_moe_output() { return std::move(moe_out_); }
 
  private:
+  /// Tensor-parallel attention of `layer` on every GPU: (all-gather,) heads, ring all-reduce.
+  /// Returns, per GPU, the task after which its share of the tokens is ready for the router.
+  std::vector<TaskId> add_tensor_parallel_attention(TaskGraph& plan, int layer);
+
   Policy& policy_;
   const PolicyContext& ctx_;
   int step_;
   std::vector<std::int64_t> home_tokens_;
   std::vector<int> token_home_;              ///< GPU of each token, tokens laid out GPU by GPU
   std::vector<std::vector<Op>> attention_;   ///< per GPU: the same in every layer
+  bool tensor_parallel_ = false;             ///< attention tensor-parallel (see the file comment)
   std::vector<TaskId> last_;                 ///< per GPU: hidden states ready for the next layer
   int layer_ = 0;
   int moe_index_ = 0;

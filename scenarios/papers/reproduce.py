@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import claims as C  # noqa: E402
+import guideline_runs as GL  # noqa: E402
 
 TRACE = "routing/switch_base_128_expert_counts.json"
 
@@ -232,6 +233,12 @@ def run_experiments(moesim, names, out_root, verbose=True, only_points=None):
     points, skipped, report = {}, {}, []
     data = shared_data()
     for name in names:
+        if name in GL.GUIDELINES:
+            points[name] = GL.run(moesim, name, out_root / name)
+            report.append(GL.table(name, points[name]))
+            if verbose:
+                print(report[-1], flush=True)
+            continue
         e = EXPERIMENTS[name]
         extra = []
         if e["needs"]:
@@ -372,6 +379,9 @@ def setups_text(results, names):
              "batch × seq is moesim's batch_size (sequences over all GPUs) × tokens per sequence; every "
              "grid point overrides the file as its label says.", ""]
     for name in names:
+        if name in GL.GUIDELINES:
+            lines.append(GL.setup_line(name))
+            continue
         e = EXPERIMENTS[name]
         doc = yaml.safe_load((HERE / e["scenario"]).read_text())
         w = doc["workload"]
@@ -414,7 +424,7 @@ def main():
     args = ap.parse_args()
     out_root = Path(args.out)
     papers, claims = load_claims()
-    names = args.only or list(EXPERIMENTS)
+    names = args.only or list(EXPERIMENTS) + list(GL.GUIDELINES)
     if args.claims:
         ids = args.claims.split(",")
         claims = [c for c in claims if c["id"] in ids]
@@ -427,10 +437,10 @@ def main():
         for c in claims:
             for e, labels in claim_points(c).items():
                 only_points.setdefault(e, set()).update(labels)
-        names = [n for n in EXPERIMENTS if n in only_points]
-    unknown = [n for n in names if n not in EXPERIMENTS]
+        names = [n for n in list(EXPERIMENTS) + list(GL.GUIDELINES) if n in only_points]
+    unknown = [n for n in names if n not in EXPERIMENTS and n not in GL.GUIDELINES]
     if unknown:
-        sys.exit(f"unknown experiment(s) {unknown}; valid: {', '.join(EXPERIMENTS)}")
+        sys.exit(f"unknown experiment(s) {unknown}; valid: {', '.join(list(EXPERIMENTS) + list(GL.GUIDELINES))}")
     results, report = run_experiments(args.moesim, names, out_root, verbose=not args.quiet, only_points=only_points)
     out_root.mkdir(parents=True, exist_ok=True)
     (out_root / "summary.md").write_text("\n".join(report))
@@ -454,6 +464,8 @@ def main():
         text = replace_between(text, "<!-- claims:begin -->", "<!-- claims:end -->",
                                "\n" + body + "\n" + setups_text(results, names))
         text = replace_between(text, "<!-- claims-status:begin -->", "<!-- claims-status:end -->", status)
+        text = replace_between(text, "<!-- gps-mislead:begin -->", "<!-- gps-mislead:end -->",
+                               "\n" + GL.mislead_map(results))
         readme.write_text(text)
         top = ROOT / "README.md"
         t = top.read_text()

@@ -238,6 +238,10 @@ class ClaimsFile(unittest.TestCase):
                     if v.get("metric"):
                         self.assertIn(v["metric"], C.METRICS)
                     for exp_name, labels in R.claim_points(v, variants=False).items():
+                        if exp_name in R.GL.GUIDELINES:
+                            grid = {R.GL.point_label(b, s) for b in R.GL.BANDWIDTHS for s in R.GL.SKEWNESS}
+                            self.assertTrue(labels <= grid, f"{labels - grid} not in {exp_name}")
+                            continue
                         self.assertIn(exp_name, R.EXPERIMENTS)
                         grid = {lbl for lbl, _ in R.EXPERIMENTS[exp_name]["grid"]}
                         self.assertTrue(labels <= grid, f"{labels - grid} not in {exp_name}")

@@ -42,6 +42,24 @@ TEST(ComputeCostModel, PartialTilesCostFullTiles) {
   EXPECT_NEAR(m.gemm_efficiency(129, 8192, 8192) / m.gemm_efficiency(256, 8192, 8192), 129.0 / 256.0, 1e-12);
 }
 
+// compute_model flops-only (MoE-GPS §2, §5): time proportional to FLOPs at the peak efficiencies,
+// so a weight-bound expert GEMM and a partial tile cost their FLOPs and no more.
+TEST(ComputeCostModel, FlopsOnlyIsProportionalToWork) {
+  ComputeEfficiency eff;
+  eff.flops_only = true;
+  const ComputeCostModel m(gpu("A100-SXM4-80GB"), eff);
+  const ComputeCostModel roofline(gpu("A100-SXM4-80GB"));
+  const Op cold = make_grouped_gemm("up", {4, 4}, 28672, 4096, DType::kBf16);
+  EXPECT_DOUBLE_EQ(m.kernel_seconds(cold), cold.flops / (312e12 * eff.gemm_peak));
+  EXPECT_LT(m.kernel_seconds(cold), roofline.kernel_seconds(cold) / 10);  // weight-bound: ~36x
+  const Op a = make_gemm("g", 65, 8192, 8192, DType::kBf16), b = make_gemm("g", 130, 8192, 8192, DType::kBf16);
+  EXPECT_DOUBLE_EQ(m.kernel_seconds(b), 2 * m.kernel_seconds(a));
+  ClusterSpec spec = cluster_presets().get("hgx-a100-4gpu-nvlink").value;
+  EXPECT_FALSE(ComputeCostModel::for_cluster(spec).efficiency().flops_only);
+  spec.compute_model = "flops-only";
+  EXPECT_TRUE(ComputeCostModel::for_cluster(spec).efficiency().flops_only);
+}
+
 TEST(ComputeCostModel, LaunchOverheadAndDtypeFallback) {
   const ComputeCostModel v100(gpu("V100-SXM2-32GB"));
   const Op bf16 = make_gemm("g", 4096, 4096, 4096, DType::kBf16);

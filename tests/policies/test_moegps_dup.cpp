@@ -208,6 +208,23 @@ TEST_F(MoeGpsPlan, CopiesAreTimedPeerFetchesOfExpertBytes) {
     EXPECT_DOUBLE_EQ(reuse_bytes[g], (2.0 * model.num_moe_layers() + one_layer[g]) * model.expert_bytes()) << g;
 }
 
+// `copies: hidden` (MoE-GPS §5's assumption): the same placement and dispatch, the same replica
+// memory, and no copy on the network.
+TEST_F(MoeGpsPlan, HiddenCopiesMoveNothingButPlaceAndAccountTheSame) {
+  auto timed = make();
+  YAML::Node opts;
+  opts["copies"] = "hidden";
+  auto hidden = make_policy("moegps-dup", opts);
+  hidden->setup(ctx);
+  const BatchPlan t = plan(*timed, kSkews[0]);
+  const BatchPlan h = plan(*hidden, kSkews[0]);
+  ASSERT_FALSE(fetches(t).empty());
+  EXPECT_TRUE(fetches(h).empty());
+  ASSERT_EQ(t.moe.size(), h.moe.size());
+  for (std::size_t i = 0; i < t.moe.size(); ++i) EXPECT_EQ(t.moe[i].gpu_tokens, h.moe[i].gpu_tokens) << i;
+  EXPECT_EQ(timed->expert_memory_bytes(ctx), hidden->expert_memory_bytes(ctx));
+}
+
 // A steady distribution forecast keeps needing the same replicas, even when a batch's true
 // selections leave one of them idle: they stay, and later batches copy nothing.
 TEST_F(MoeGpsPlan, SteadyForecastKeepsItsReplicasWhateverTheBatchRouted) {
