@@ -5,7 +5,13 @@
 // directed edges, each its own FlowNetwork link, so the two directions never share bandwidth.
 //
 // Routing rules (what NCCL and the CUDA driver do, reduced to shortest paths):
-//  - GPUs do not forward traffic: a GPU is only ever the first or last vertex of a route.
+//  - GPUs do not forward traffic, with one exception: two GPUs of a node that share no NVLink
+//    but each have one to a common third GPU talk through it, NVLink in and NVLink out, when
+//    that is cheaper than their PCIe route. This is NCCL's default since 2.11 (NVB paths,
+//    "P2P/indirect" in its log; NCCL_NVB_DISABLE=1 turns it off): its path search lets a route
+//    cross one GPU over NVLink-to-NVLink, and its P2P transport then stages the data in the
+//    relay GPU's memory. It only matters on a partial NVLink mesh (the DGX-1's hybrid
+//    cube-mesh: e.g. GPU 0 reaches GPU 5 through GPU 1 or 4, not through the two sockets).
 //  - CPUs may be transited: that is how GPU pairs without NVLink talk (PCIe peer-to-peer through
 //    the root complex, across the socket link when needed).
 //  - Traffic between two endpoints of one node never leaves the node.
@@ -241,9 +247,12 @@ void Cluster::compute_routes() {
 
     for (int src : eps) {
       const NodeSearch search(g, gr.endpoint[src], n);
-      for (int dst : eps)
-        local_[(static_cast<std::size_t>(n) * per_node + local_index(src)) * per_node + local_index(dst)] =
-            search.path_to(gr.endpoint[dst]);
+      for (int dst : eps) {
+        auto& route = local_[(static_cast<std::size_t>(n) * per_node + local_index(src)) * per_node + local_index(dst)];
+        route = search.path_to(gr.endpoint[dst]);
+        if (local_index(src) < G && local_index(dst) < G && src != dst)
+          nvlink_relay(gr.endpoint[src], gr.endpoint[dst], search.distance(gr.endpoint[dst]), route);
+      }
       if (nics.empty()) continue;
       // Rail NIC: among the nearest NICs, the one index-matched to the GPU's local index.
       double best = std::numeric_limits<double>::infinity();
@@ -266,6 +275,36 @@ void Cluster::compute_routes() {
         if (rail[dst] == k) from_rail_[dst] = search.path_to(gr.endpoint[dst]);
     }
   }
+}
+
+// NCCL's NVB path (see the routing rules at the top): only for GPU pairs with no NVLink of their
+// own, through one relay GPU reached and left over NVLink; the cheapest relay by the route cost
+// (lowest GPU index on ties), and only when it beats the route without a relay.
+void Cluster::nvlink_relay(std::size_t src, std::size_t dst, double cost, std::vector<LinkId>& route) const {
+  const Adj& g = graph_->g;
+  const auto nvlink = [&](Vertex u, Vertex v) -> const EdgeProps* {
+    const auto [e, found] = boost::edge(u, v, g);
+    if (!found || links_[g[e].link].cls != LinkClass::kNvLink) return nullptr;
+    return &g[e];
+  };
+  if (nvlink(src, dst)) return;
+  const EdgeProps* best_in = nullptr;
+  const EdgeProps* best_out = nullptr;
+  double best = cost;
+  // GPU vertices are added in index order, so the first strict improvement is the lowest index.
+  for (const Vertex r : boost::make_iterator_range(boost::vertices(g))) {
+    if (g[r].kind != VertexKind::kGpu || g[r].node != g[src].node || r == src || r == dst) continue;
+    const EdgeProps* in = nvlink(src, r);
+    const EdgeProps* out = in ? nvlink(r, dst) : nullptr;
+    if (!out) continue;
+    const double c = in->weight + out->weight;
+    if (c < best) {
+      best = c;
+      best_in = in;
+      best_out = out;
+    }
+  }
+  if (best_in) route = {best_in->link, best_out->link};
 }
 
 Cluster::RouteParts Cluster::route_parts(int src, int dst) const {

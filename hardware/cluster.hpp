@@ -111,6 +111,9 @@ class Cluster {
  private:
   struct Graph;  // Boost.Graph adjacency list, kept out of the header
   void compute_routes();
+  /// Replaces `route` (cost `cost`) between two GPU vertices of one node with a relay through a
+  /// third GPU over NVLink, NCCL's NVB path, where the pair has no NVLink and that is cheaper.
+  void nvlink_relay(std::size_t src, std::size_t dst, double cost, std::vector<LinkId>& route) const;
   void check_endpoints(int src, int dst) const;
   /// The pieces of the route from `src` to `dst`: within a node, `*inside`; between nodes, `*head`,
   /// the two network links and `*tail`.

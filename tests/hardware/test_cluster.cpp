@@ -58,9 +58,10 @@ TEST(Fabric, NamesRoundTrip) {
   EXPECT_STREQ(link_class_name(LinkClass::kNetwork), "network");
 }
 
-// Every preset: routes are contiguous chains from source to destination that never pass
-// through a GPU, and intra-node routes never touch the network.
-TEST(ClusterPresets, RoutesAreChainsThatNeverTransitAGpu) {
+// Every preset: routes are contiguous chains from source to destination that pass through a GPU
+// only as NCCL's NVLink relay (GPU to GPU, NVLink in and out, one relay), and intra-node routes
+// never touch the network.
+TEST(ClusterPresets, RoutesAreChainsThatTransitAGpuOnlyAsNvLinkRelay) {
   for (const auto* e : cluster_presets().entries()) {
     SCOPED_TRACE(e->name);
     EXPECT_EQ(e->value.name, e->name);
@@ -80,7 +81,11 @@ TEST(ClusterPresets, RoutesAreChainsThatNeverTransitAGpu) {
         for (std::size_t i = 0; i + 1 < hops.size(); ++i) {
           const std::string via = ends(hops[i]).second;
           EXPECT_EQ(via, ends(hops[i + 1]).first) << hops[i] << " then " << hops[i + 1];
-          EXPECT_EQ(via.find(".gpu"), std::string::npos) << "route " << s << "->" << d << " transits " << via;
+          if (via.find(".gpu") == std::string::npos) continue;
+          EXPECT_TRUE(s < c.num_gpus() && d < c.num_gpus() && hops.size() == 2) << "route " << s << "->" << d
+                                                                                 << " transits " << via;
+          EXPECT_EQ(c.links()[c.route(s, d)[0]].cls, LinkClass::kNvLink);
+          EXPECT_EQ(c.links()[c.route(s, d)[1]].cls, LinkClass::kNvLink);
         }
         const bool same_node = c.node_of_endpoint(s) == c.node_of_endpoint(d);
         EXPECT_EQ(crosses(c, s, d, LinkClass::kNetwork), !same_node) << s << "->" << d;
@@ -107,20 +112,44 @@ TEST(Dgx1, EveryGpuHasSixNvLinkBricks) {
   }
 }
 
-TEST(Dgx1, LinkedPairsUseNvLinkOthersCrossTheSockets) {
+TEST(Dgx1, LinkedPairsUseNvLinkOthersRelayThroughOneGpu) {
   const Cluster c(preset("dgx1-v100"));
   // GPU0-GPU3: two bricks, one hop.
   ASSERT_EQ(c.route(0, 3).size(), 1u);
   EXPECT_EQ(c.links()[c.route(0, 3)[0]].cls, LinkClass::kNvLink);
   EXPECT_DOUBLE_EQ(c.route_bandwidth_Bps(0, 3), 50 * kGB);
   EXPECT_DOUBLE_EQ(c.route_bandwidth_Bps(0, 1), 25 * kGB);
-  // GPU0-GPU5: no NVLink; PCIe up to CPU0, QPI to CPU1, down to GPU5.
-  EXPECT_FALSE(crosses(c, 0, 5, LinkClass::kNvLink));
-  EXPECT_TRUE(crosses(c, 0, 5, LinkClass::kSocket));
-  EXPECT_EQ(hop_names(c, 0, 5), (std::vector<std::string>{"n0.gpu0->n0.pcie0", "n0.pcie0->n0.cpu0",
-                                                           "n0.cpu0->n0.cpu1", "n0.cpu1->n0.pcie2",
-                                                           "n0.pcie2->n0.gpu5"}));
-  EXPECT_DOUBLE_EQ(c.route_bandwidth_Bps(0, 5), 15.75 * kGB);
+  // GPU0-GPU5: no NVLink of their own. NCCL (>= 2.11, NVB paths) relays through a GPU linked to
+  // both rather than crossing the sockets over PCIe: GPU 1 (0-1 one brick, 1-5 two) and GPU 4
+  // (0-4 two, 4-5 one) cost the same; the lower index wins.
+  EXPECT_EQ(hop_names(c, 0, 5), (std::vector<std::string>{"n0.gpu0->n0.gpu1", "n0.gpu1->n0.gpu5"}));
+  EXPECT_DOUBLE_EQ(c.route_bandwidth_Bps(0, 5), 25 * kGB);
+  // GPU3-GPU4: through GPU 0, two bricks each way (not GPU 7: 3-7 is one brick).
+  EXPECT_EQ(hop_names(c, 3, 4), (std::vector<std::string>{"n0.gpu3->n0.gpu0", "n0.gpu0->n0.gpu4"}));
+  EXPECT_DOUBLE_EQ(c.route_bandwidth_Bps(3, 4), 50 * kGB);
+}
+
+// Every GPU pair of a DGX-1 talks over NVLink only: directly where wired, otherwise through one
+// relay GPU; GPU traffic never crosses a socket. Host traffic keeps its PCIe routes.
+TEST(Dgx1, NoGpuPairCrossesTheSockets) {
+  const Cluster c(preset("dgx1-v100"));
+  for (int a = 0; a < 8; ++a) {
+    for (int b = 0; b < 8; ++b) {
+      if (a == b) continue;
+      const auto r = c.route(a, b);
+      ASSERT_FALSE(r.empty());
+      EXPECT_LE(r.size(), 2u) << a << "->" << b;
+      for (LinkId l : r) EXPECT_EQ(c.links()[l].cls, LinkClass::kNvLink) << a << "->" << b;
+      if (r.size() == 2) {  // the relay is a GPU linked to both ends
+        EXPECT_EQ(ends(c.links()[r[0]].name).second, ends(c.links()[r[1]].name).first);
+        EXPECT_NE(ends(c.links()[r[0]].name).second.find("gpu"), std::string::npos);
+      }
+    }
+    EXPECT_FALSE(crosses(c, a, c.host_endpoint(0), LinkClass::kNvLink)) << a;
+    EXPECT_FALSE(crosses(c, c.host_endpoint(0), a, LinkClass::kNvLink)) << a;
+  }
+  // Two-socket host memory: GPU 5 reaches it across the socket link, as before.
+  EXPECT_TRUE(crosses(c, c.host_endpoint(0), 5, LinkClass::kSocket));
 }
 
 TEST(DgxA100, GpuPairsGoThroughTheNvSwitch) {
