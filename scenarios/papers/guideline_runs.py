@@ -127,7 +127,7 @@ def mislead_map(results, paper="moe-gps-paper", physical="moe-gps-physical"):
     costs under the physical model (its latency over the physical winner's, minus one)."""
     if paper not in results.points or physical not in results.points:
         return "(not run)\n"
-    header = "| skewness | " + " | ".join(f"{NAMED.get(b, str(b))} ({b} GB/s)" for b in BANDWIDTHS) + " |"
+    header = "| skewness | " + " | ".join((f"{NAMED[b]}, " if b in NAMED else "") + f"{b} GB/s" for b in BANDWIDTHS) + " |"
     lines = [header, "|---|" + "---|" * len(BANDWIDTHS)]
     misled, worst = 0, (0.0, "")
     for s in SKEWNESS:
