@@ -302,6 +302,15 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
 
   s.policies = read_entries(root["policy"], root, policies(), "static-ep", src, diags, pol_res);
   s.predictors = read_entries(root["predictor"], root, predictors(), "none", src, diags, pred_res);
+  // AMoE has its own engine: serving workloads, its own attention/expert split, no predictor.
+  for (const PluginEntry& e : s.policies) {
+    if (e.name != "amoe") continue;
+    if (!serving) diags.error(e.where, "policy 'amoe' runs on serving workloads only (workload.kind: serving)");
+    else if (s.deployment.disaggregated())
+      diags.error(e.where, "policy 'amoe' splits the GPUs itself (attention_gpus); remove deployment.prefill_gpus");
+    for (const PluginEntry& p : s.predictors)
+      if (p.name != "none") diags.error(p.where, "policy 'amoe' uses no expert-load predictor: use predictor: none");
+  }
 
   const ParamSet out = read_params(
       root["output"],

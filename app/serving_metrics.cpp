@@ -59,7 +59,12 @@ void ServingMetrics::add_transfer(const TaskGraph& graph) {
   for (const Task& task : graph.tasks()) bytes_.add(task, cluster_);
 }
 
-nlohmann::json ServingMetrics::summary(const ServingEngine& engine, const SchedulerConfig& config) const {
+void ServingMetrics::add_gpu_busy(int gpu, Tick compute, Tick scheduling) {
+  gpu_time_[static_cast<std::size_t>(gpu)].compute += compute;
+  gpu_time_[static_cast<std::size_t>(gpu)].scheduling += scheduling;
+}
+
+nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
   std::vector<double> ttft, itl, tpot, e2e, queue;
   std::vector<Tick> completions;
   Tick first_arrival = kTickMax, last_arrival = 0;

@@ -34,7 +34,9 @@ class ServingMetrics {
   /// A KV-cache hand-over between pools (bytes only).
   void add_transfer(const TaskGraph& graph);
   /// result.json's `metrics` for a serving run.
-  nlohmann::json summary(const ServingEngine& engine, const SchedulerConfig& config) const;
+  /// Busy time of `gpu` outside any step (AMoE's runtimes execute layers, not steps).
+  void add_gpu_busy(int gpu, Tick compute, Tick scheduling);
+  nlohmann::json summary(const ServingOutcome& engine, const SchedulerConfig& config) const;
 
  private:
   const Cluster& cluster_;

@@ -1,5 +1,7 @@
 #include "app/serving_run.hpp"
 
+#include "app/serving_amoe.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -85,12 +87,20 @@ void add_request_lanes(ChromeTrace& trace, const std::vector<Request>& requests)
 void check_serving_fits(const Scenario& s) {
   const Cluster cluster(s.hardware);
   const auto routing = make_routing(s);
-  for (const auto& entry : s.policies) make_serving_pools(s, cluster, *routing, entry, s.predictors.front());
-  for (const auto& pred : s.predictors) make_serving_pools(s, cluster, *routing, s.policies.front(), pred);
+  for (const auto& entry : s.policies) {
+    if (entry.name == "amoe") amoe_deployment(s, entry);
+    else make_serving_pools(s, cluster, *routing, entry, s.predictors.front());
+  }
+  for (const auto& entry : s.policies)
+    if (entry.name != "amoe") {
+      for (const auto& pred : s.predictors) make_serving_pools(s, cluster, *routing, entry, pred);
+      break;
+    }
 }
 
 nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const PluginEntry& predictor,
                            const std::string& trace_dir, std::string& requests_csv, const ServingProgress& progress) {
+  if (policy.name == "amoe") return run_amoe_serving(s, policy, requests_csv, progress);
   const Cluster cluster(s.hardware);
   const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
   const auto routing = make_routing(s);

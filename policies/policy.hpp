@@ -80,6 +80,9 @@ class Policy {
   /// expert, so layers may be routed at count level (LayerRouting::by_count); false (the
   /// default) when it looks at individual tokens.
   virtual bool accepts_counts() const { return false; }
+  /// False for a policy that runs on an engine of its own instead of planning synchronous
+  /// steps (AMoE's asynchronous runtimes): build_moe_layer is never called on it.
+  virtual bool plans_steps() const { return true; }
 };
 
 /// Registry entry: a one-line description is the registry's; this holds options and factory.

@@ -16,6 +16,7 @@
 #include "serving/config.hpp"
 #include "serving/pool.hpp"
 #include "serving/request.hpp"
+#include "serving/serving_outcome.hpp"
 #include "serving/scheduler.hpp"
 #include "serving/step_planner.hpp"
 #include "serving/workload.hpp"
@@ -52,14 +53,14 @@ struct ServingSetup {
 };
 
 /// Runs requests through the pools until every one has finished.
-class ServingEngine {
+class ServingEngine final : public ServingOutcome {
  public:
   using StepObserver = std::function<void(const StepRecord&)>;
   using TransferObserver = std::function<void(const TaskGraph&, const std::vector<TaskTiming>&)>;
   using Progress = std::function<void(Tick now, std::int64_t finished, std::int64_t total)>;
 
   ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools, std::vector<RequestSpec> requests);
-  ~ServingEngine();
+  ~ServingEngine() override;
 
   void on_step(StepObserver f) { step_observer_ = std::move(f); }
   void on_transfer(TransferObserver f) { transfer_observer_ = std::move(f); }
@@ -69,12 +70,12 @@ class ServingEngine {
   /// when no event is left (a scheduling bug, never an input).
   void run();
 
-  const std::vector<Request>& requests() const { return requests_; }
+  const std::vector<Request>& requests() const override { return requests_; }
   /// Peak share of KV blocks in use on any GPU of any pool.
-  double kv_cache_peak_fraction() const;
-  std::int64_t preemptions() const { return preemptions_; }
+  double kv_cache_peak_fraction() const override;
+  std::int64_t preemptions() const override { return preemptions_; }
   std::int64_t steps() const { return steps_; }
-  Tick now() const;
+  Tick now() const override;
   std::uint64_t events() const;
 
  private:

@@ -6,6 +6,7 @@
 //  - every plan runs to completion on the engine (no dependency that cannot be met), also for
 //    degenerate routings (all tokens on one expert, top-k routing, an idle GPU);
 //  - determinism: the same inputs give the same plan timings.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -139,7 +140,21 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   return n;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyProperties, ::testing::ValuesIn(policies().names()), test_name);
+// Every policy that plans synchronous steps (AMoE runs on its own engine: tests/serving/test_amoe.cpp).
+std::vector<std::string> step_planning_policies() {
+  std::vector<std::string> out;
+  for (const std::string& name : policies().names())
+    if (testing_support::make_policy(name, YAML::Node(YAML::NodeType::Map))->plans_steps()) out.push_back(name);
+  return out;
+}
+
+TEST(PolicyRegistry, OnlyAmoeRunsOnItsOwnEngine) {
+  const auto planning = step_planning_policies();
+  EXPECT_EQ(planning.size() + 1, policies().names().size());
+  EXPECT_EQ(std::count(planning.begin(), planning.end(), "amoe"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyProperties, ::testing::ValuesIn(step_planning_policies()), test_name);
 
 }  // namespace
 }  // namespace moesim

@@ -1,0 +1,335 @@
+// AMoE's runtimes (§3.1-§3.5): receptor, μ-queues, scheduler, executor and dispatcher per GPU,
+// driven by the event loop. Readings where the paper leaves the detail open:
+//  - A request's whole prompt is one token batch (the paper's tokens carry Prefill_length,
+//    Table 1); decode tokens are one per request per iteration.
+//  - An execution drains its queue in arrival order up to max_batch_tokens (whole items).
+//  - The dispatcher sends one message per destination GPU per execution, priced as a flow over
+//    the real topology after NCCL's per-call launch cost (the cluster's collective_launch_us).
+//  - Requests reserve KV blocks for prompt + output on admission (no preemption); the load
+//    balancer picks the attention GPU with the most free blocks (§3.1) and a request that fits
+//    nowhere waits, oldest first.
+#include "serving/amoe/amoe_engine.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "core/rng.hpp"
+#include "models/operators.hpp"
+#include "serving/kv_cache.hpp"
+#include "sim/network_backend.hpp"
+#include "sim/simulator.hpp"
+
+namespace moesim {
+namespace {
+
+constexpr std::uint64_t kAmoeRoutingStream = 0xA30E0001ULL;
+
+/// Tokens of one request waiting at one layer (a selection count, at an expert layer).
+struct Item {
+  int request = 0;
+  std::int64_t tokens = 0;
+  std::int64_t context = 0;  ///< KV tokens before these (attention)
+  int home = 0;              ///< the request's attention GPU
+};
+
+/// One GPU's runtime: a μ-queue per (block, slot) it hosts.
+struct Runtime {
+  std::vector<std::vector<std::deque<Item>>> queues;  ///< [block][slot]
+  QueueDepths depth;                                  ///< tokens per queue
+  bool busy = false;
+  bool decide_pending = false;
+};
+
+}  // namespace
+
+int amoe_expert_gpu(int expert, const AmoeConfig& c, int gpus) {
+  return c.attention_gpus + expert % (gpus - c.attention_gpus);
+}
+
+struct AmoeEngine::State {
+  const ModelSpec& model;
+  const Cluster& cluster;
+  const ComputeCostModel& cost;
+  const RoutingModel& routing;
+  AmoeConfig config;
+  ArrivalSpec arrival;
+  std::uint64_t seed;
+  Simulator sim;
+  std::unique_ptr<NetworkBackend> net;
+  std::vector<Runtime> gpus;
+  std::vector<PagedKvCache> kv;       ///< per attention GPU
+  std::vector<int> moe_index;         ///< per block: index among MoE layers, -1 for dense
+  std::vector<int> slot_of_expert;    ///< expert -> its slot on its expert GPU
+  std::vector<std::int64_t> pending;  ///< per request: selections of its current block not yet back
+  std::deque<int> waiting;            ///< requests that fit on no attention GPU yet
+  std::uint64_t attention_runs = 0;
+  std::size_t next_closed = 0;
+  std::int64_t finished = 0;
+
+  State(const ModelSpec& m, const Cluster& c, const ComputeCostModel& co, const RoutingModel& r, const AmoeConfig& cfg,
+        const ArrivalSpec& a, std::uint64_t s)
+      : model(m), cluster(c), cost(co), routing(r), config(cfg), arrival(a), seed(s),
+        net(make_network(c.spec().network_model, sim)) {
+    c.install(*net);
+  }
+};
+
+AmoeEngine::AmoeEngine(const ModelSpec& model, const Cluster& cluster, const ComputeCostModel& cost,
+                       const RoutingModel& routing, const AmoeConfig& config, const SchedulerConfig& serving,
+                       const ArrivalSpec& arrival, std::vector<std::int64_t> kv_blocks, std::uint64_t seed,
+                       std::vector<RequestSpec> requests)
+    : s_(std::make_unique<State>(model, cluster, cost, routing, config, arrival, seed)) {
+  const int G = cluster.num_gpus(), A = config.attention_gpus;
+  if (A < 1 || A >= G) throw std::logic_error("amoe: attention GPUs must leave at least one expert GPU");
+  if (static_cast<int>(kv_blocks.size()) != A) throw std::logic_error("amoe: one KV size per attention GPU expected");
+  for (const RequestSpec& spec : requests) {
+    Request r;
+    r.spec = spec;
+    requests_.push_back(std::move(r));
+  }
+  s_->pending.assign(requests_.size(), 0);
+  for (int a = 0; a < A; ++a) s_->kv.emplace_back(kv_blocks[static_cast<std::size_t>(a)], serving.kv_block_tokens);
+  const int blocks = model.layers;
+  int moe = 0;
+  for (int b = 0; b < blocks; ++b) s_->moe_index.push_back(model.is_moe_layer(b) ? moe++ : -1);
+  std::vector<int> slots(static_cast<std::size_t>(G), 0);
+  s_->slot_of_expert.resize(static_cast<std::size_t>(model.experts));
+  for (int e = 0; e < model.experts; ++e) s_->slot_of_expert[static_cast<std::size_t>(e)] = slots[static_cast<std::size_t>(amoe_expert_gpu(e, config, G))]++;
+  s_->gpus.resize(static_cast<std::size_t>(G));
+  for (int g = 0; g < G; ++g) {
+    const int n = g < A ? 1 : slots[static_cast<std::size_t>(g)];
+    s_->gpus[static_cast<std::size_t>(g)].queues.assign(static_cast<std::size_t>(blocks), std::vector<std::deque<Item>>(static_cast<std::size_t>(n)));
+    s_->gpus[static_cast<std::size_t>(g)].depth.assign(static_cast<std::size_t>(blocks), std::vector<std::int64_t>(static_cast<std::size_t>(n), 0));
+  }
+  busy_.resize(static_cast<std::size_t>(G));
+  expert_arrivals_.assign(static_cast<std::size_t>(blocks), std::vector<std::int64_t>(static_cast<std::size_t>(model.experts), 0));
+  attention_tokens_.assign(static_cast<std::size_t>(blocks), 0);
+}
+
+AmoeEngine::~AmoeEngine() = default;
+
+Tick AmoeEngine::now() const { return s_->sim.now(); }
+std::uint64_t AmoeEngine::events() const { return s_->sim.events_run(); }
+
+double AmoeEngine::kv_cache_peak_fraction() const {
+  double peak = 0.0;
+  for (const PagedKvCache& kv : s_->kv)
+    if (kv.total_blocks() > 0)
+      peak = std::max(peak, static_cast<double>(kv.peak_used_blocks()) / static_cast<double>(kv.total_blocks()));
+  return peak;
+}
+
+void AmoeEngine::run() {
+  State& s = *s_;
+  // The engine's steps, as closures over `this`: defined here so that they share State.
+  struct Steps {
+    AmoeEngine& e;
+    State& s;
+
+    void enqueue(int gpu, int block, int slot, const Item& item) {
+      Runtime& rt = s.gpus[static_cast<std::size_t>(gpu)];
+      rt.queues[static_cast<std::size_t>(block)][static_cast<std::size_t>(slot)].push_back(item);
+      rt.depth[static_cast<std::size_t>(block)][static_cast<std::size_t>(slot)] += item.tokens;
+      kick(gpu);
+    }
+    // Decisions are taken after every other event of the tick, so that simultaneous arrivals
+    // share an execution.
+    void kick(int gpu) {
+      Runtime& rt = s.gpus[static_cast<std::size_t>(gpu)];
+      if (rt.busy || rt.decide_pending) return;
+      rt.decide_pending = true;
+      s.sim.at(s.sim.now(), [this, gpu] { decide(gpu); }, EventPriority::kStart);
+    }
+    void decide(int gpu) {
+      Runtime& rt = s.gpus[static_cast<std::size_t>(gpu)];
+      rt.decide_pending = false;
+      const auto pick = pick_queue(s.config.schedule, rt.depth, s.config.defrag);
+      if (!pick) return;
+      const auto [b, slot] = *pick;
+      auto& q = rt.queues[static_cast<std::size_t>(b)][static_cast<std::size_t>(slot)];
+      std::vector<Item> batch;
+      std::int64_t n = 0;
+      while (!q.empty() && (batch.empty() || n + q.front().tokens <= s.config.max_batch_tokens)) {
+        n += q.front().tokens;
+        batch.push_back(q.front());
+        q.pop_front();
+      }
+      rt.depth[static_cast<std::size_t>(b)][static_cast<std::size_t>(slot)] -= n;
+      rt.busy = true;
+      const bool attention = gpu < s.config.attention_gpus;
+      std::vector<Op> ops;
+      if (attention) {
+        std::vector<SeqChunk> chunks;
+        for (const Item& it : batch) chunks.push_back(SeqChunk{it.tokens, it.context});
+        ops = attention_step_ops(s.model, chunks);
+        const bool moe = s.moe_index[static_cast<std::size_t>(b)] >= 0;
+        const auto more = moe ? router_ops(s.model, n) : dense_ffn_ops(s.model, n);
+        ops.insert(ops.end(), more.begin(), more.end());
+        e.attention_tokens_[static_cast<std::size_t>(b)] += n;
+        for (const Item& it : batch) {
+          Request& r = e.requests_[static_cast<std::size_t>(it.request)];
+          if (r.first_scheduled < 0) r.first_scheduled = s.sim.now();
+        }
+      } else {
+        ops = expert_ops(s.model, {n});
+      }
+      const Tick schedule = us_to_ticks(s.config.schedule_us);
+      const Tick compute = s.cost.ops_time(ops);
+      e.busy_[static_cast<std::size_t>(gpu)].scheduling += schedule;
+      e.busy_[static_cast<std::size_t>(gpu)].compute += compute;
+      ++e.executions_;
+      e.executed_tokens_ += n;
+      s.sim.after(schedule + compute, [this, gpu, b, batch = std::move(batch)]() mutable {
+        s.gpus[static_cast<std::size_t>(gpu)].busy = false;
+        if (gpu < s.config.attention_gpus) attention_done(gpu, b, batch);
+        else expert_done(gpu, b, batch);
+        kick(gpu);
+      }, EventPriority::kCompletion);
+    }
+    // One message from `src` to `dst` GPU carrying `items`; `deliver` runs when it has arrived.
+    void send(int src, int dst, double bytes, std::function<void()> deliver) {
+      if (src == dst) {
+        deliver();
+        return;
+      }
+      const Tick launch = us_to_ticks(s.cluster.spec().collective_launch_us);
+      s.sim.after(launch, [this, src, dst, bytes, deliver = std::move(deliver)]() mutable {
+        s.net->start_flow(s.cluster.route(s.cluster.gpu_endpoint(src), s.cluster.gpu_endpoint(dst)), bytes,
+                          std::move(deliver));
+      });
+    }
+    // Dispatcher after attention (§3.2): dense blocks continue locally; MoE blocks route every
+    // token and send each expert GPU its selections, permuted by expert.
+    void attention_done(int gpu, int b, const std::vector<Item>& batch) {
+      const int moe = s.moe_index[static_cast<std::size_t>(b)];
+      if (moe < 0) {
+        for (const Item& it : batch) next_block(it, b);
+        return;
+      }
+      std::int64_t n = 0;
+      for (const Item& it : batch) n += it.tokens;
+      Rng rng = Rng::derive(s.seed, kAmoeRoutingStream, s.attention_runs++, static_cast<std::uint64_t>(moe));
+      const LayerRouting r = s.routing.route(static_cast<int>(s.attention_runs - 1), moe, n, rng);
+      const int G = s.cluster.num_gpus(), k = s.model.top_k;
+      std::vector<std::vector<Item>> to(static_cast<std::size_t>(G));
+      std::vector<std::int64_t> per_expert(static_cast<std::size_t>(s.model.experts));
+      std::int64_t t0 = 0;
+      for (const Item& it : batch) {
+        std::fill(per_expert.begin(), per_expert.end(), 0);
+        for (std::int64_t t = t0; t < t0 + it.tokens; ++t)
+          for (int j = 0; j < k; ++j) ++per_expert[static_cast<std::size_t>(r.experts[static_cast<std::size_t>(t * k + j)])];
+        t0 += it.tokens;
+        s.pending[static_cast<std::size_t>(it.request)] = it.tokens * k;
+        for (int ex = 0; ex < s.model.experts; ++ex)
+          if (per_expert[static_cast<std::size_t>(ex)] > 0)
+            to[static_cast<std::size_t>(amoe_expert_gpu(ex, s.config, G))].push_back(
+                Item{it.request, per_expert[static_cast<std::size_t>(ex)], ex, gpu});  // context holds the expert
+      }
+      for (int x = 0; x < G; ++x) {
+        auto& items = to[static_cast<std::size_t>(x)];
+        if (items.empty()) continue;
+        double bytes = 0.0;
+        for (const Item& it : items) bytes += static_cast<double>(it.tokens) * token_bytes(s.model);
+        send(gpu, x, bytes, [this, x, b, items = std::move(items)] {
+          for (const Item& it : items) {
+            const auto ex = static_cast<std::size_t>(it.context);
+            e.expert_arrivals_[static_cast<std::size_t>(b)][ex] += it.tokens;
+            enqueue(x, b, s.slot_of_expert[ex], Item{it.request, it.tokens, 0, it.home});
+          }
+        });
+      }
+    }
+    // Dispatcher after an expert (§3.2): outputs go home, permuted by attention GPU; the token
+    // pool releases a request's token once all k selections are back.
+    void expert_done(int gpu, int b, const std::vector<Item>& batch) {
+      std::vector<std::vector<Item>> home(static_cast<std::size_t>(s.config.attention_gpus));
+      for (const Item& it : batch) home[static_cast<std::size_t>(it.home)].push_back(it);
+      for (int a = 0; a < s.config.attention_gpus; ++a) {
+        auto& items = home[static_cast<std::size_t>(a)];
+        if (items.empty()) continue;
+        double bytes = 0.0;
+        for (const Item& it : items) bytes += static_cast<double>(it.tokens) * token_bytes(s.model);
+        send(gpu, a, bytes, [this, b, items = std::move(items)] {
+          for (const Item& it : items) {
+            auto& left = s.pending[static_cast<std::size_t>(it.request)];
+            left -= it.tokens;
+            if (left == 0) {
+              const Request& r = e.requests_[static_cast<std::size_t>(it.request)];
+              next_block(Item{it.request, r.prefilling() ? r.prefill_target - r.computed : 1, r.computed, it.home}, b);
+            }
+          }
+        });
+      }
+    }
+    void next_block(const Item& it, int b) {
+      if (b + 1 < s.model.layers) {
+        enqueue(it.home, b + 1, 0, it);
+        return;
+      }
+      Request& r = e.requests_[static_cast<std::size_t>(it.request)];
+      r.computed += it.tokens;
+      ++r.generated;
+      if (r.first_token < 0) r.first_token = s.sim.now();
+      else r.itl_ms.push_back(ticks_to_ms(s.sim.now() - r.last_token));
+      r.last_token = s.sim.now();
+      if (!r.done()) {
+        enqueue(it.home, 0, 0, Item{it.request, 1, r.computed, it.home});
+        return;
+      }
+      r.state = RequestState::kFinished;
+      r.finished = s.sim.now();
+      ++s.finished;
+      s.kv[static_cast<std::size_t>(r.rank)].release(r.spec.id);
+      if (s.arrival.process == ArrivalSpec::Process::kClosed && s.next_closed < e.requests_.size()) {
+        const std::size_t i = s.next_closed++;
+        s.sim.at(s.sim.now() + seconds_to_ticks(s.arrival.think_s), [this, i] { arrive(static_cast<int>(i)); });
+      }
+      admit_waiting();
+    }
+    void arrive(int i) {
+      Request& r = e.requests_[static_cast<std::size_t>(i)];
+      r.arrived = s.sim.now();
+      r.prefill_target = r.spec.prompt_tokens;
+      s.waiting.push_back(i);
+      admit_waiting();
+    }
+    // The load balancer (§3.1): the attention GPU with the most free KV blocks, oldest first.
+    void admit_waiting() {
+      while (!s.waiting.empty()) {
+        Request& r = e.requests_[static_cast<std::size_t>(s.waiting.front())];
+        const std::int64_t need = r.spec.prompt_tokens + r.spec.output_tokens;
+        int best = -1;
+        for (int a = 0; a < s.config.attention_gpus; ++a) {
+          const PagedKvCache& kv = s.kv[static_cast<std::size_t>(a)];
+          if (kv.can_grow(r.spec.id, need) && (best < 0 || kv.free_blocks() > s.kv[static_cast<std::size_t>(best)].free_blocks()))
+            best = a;
+        }
+        if (best < 0) return;
+        s.kv[static_cast<std::size_t>(best)].grow(r.spec.id, need);
+        s.waiting.pop_front();
+        r.rank = r.gpu = best;
+        r.pool = 0;
+        r.state = RequestState::kRunning;
+        enqueue(best, 0, 0, Item{static_cast<int>(&r - e.requests_.data()), r.spec.prompt_tokens, 0, best});
+      }
+    }
+  };
+  auto steps = std::make_shared<Steps>(Steps{*this, s});
+  if (s.arrival.process == ArrivalSpec::Process::kClosed) {
+    const std::size_t clients = std::min<std::size_t>(static_cast<std::size_t>(s.arrival.clients), requests_.size());
+    for (std::size_t i = 0; i < clients; ++i) s.sim.at(0, [steps, i] { steps->arrive(static_cast<int>(i)); });
+    s.next_closed = clients;
+  } else {
+    for (std::size_t i = 0; i < requests_.size(); ++i)
+      s.sim.at(requests_[i].spec.arrival, [steps, i] { steps->arrive(static_cast<int>(i)); });
+  }
+  s.sim.run();
+  if (s.finished != static_cast<std::int64_t>(requests_.size()))
+    throw std::logic_error("amoe: " + std::to_string(static_cast<std::int64_t>(requests_.size()) - s.finished) +
+                           " requests never finished");
+}
+
+}  // namespace moesim

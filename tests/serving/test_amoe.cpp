@@ -1,0 +1,177 @@
+// AMoE (asynchronous expert parallelism, serving/amoe/): the three layer schedulers of §3.4 on
+// hand-computed queues; one request on an idle deployment takes exactly the sum of its blocks'
+// scheduling, compute and transfers; token conservation through the μ-queues and the token pool;
+// determinism; and deployments refused at the policy entry.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+
+#include "app/run_context.hpp"
+#include "app/scenario.hpp"
+#include "app/serving_amoe.hpp"
+#include "core/diagnostics.hpp"
+#include "models/operators.hpp"
+#include "serving/amoe/amoe_engine.hpp"
+#include "serving/amoe/layer_scheduler.hpp"
+#include "sim/network_backend.hpp"
+#include "sim/simulator.hpp"
+
+namespace moesim {
+namespace {
+
+using Pick = std::optional<std::pair<int, int>>;
+
+// A Mixtral-8x7B cut to two blocks on 4 A100s: GPUs 0-1 attend, GPUs 2-3 host four experts each.
+std::string scenario(const std::string& routing = "{kind: uniform}", const std::string& extra = "",
+                     const std::string& scheduler = "defrag") {
+  return "model: {preset: mixtral-8x7b, layers: 2}\n"
+         "hardware: hgx-a100-4gpu-nvlink\n"
+         "workload:\n"
+         "  kind: serving\n"
+         "  requests: 40\n"
+         "  arrival: {process: poisson, rate_per_s: 200}\n"
+         "  prompt_tokens: {dist: uniform, min: 16, max: 64}\n"
+         "  output_tokens: {dist: uniform, min: 2, max: 12}\n"
+         "  routing: " + routing + "\n"
+         "policy: [{name: amoe, attention_gpus: 2, scheduler: " + scheduler + "}]\n" + extra;
+}
+
+struct AmoeRun {
+  Scenario s;
+  std::unique_ptr<Cluster> cluster;
+  std::unique_ptr<ComputeCostModel> cost;
+  std::unique_ptr<RoutingModel> routing;
+  AmoeDeployment d;
+  std::unique_ptr<AmoeEngine> engine;
+};
+
+AmoeRun make_run(const std::string& text, std::vector<RequestSpec> requests = {}) {
+  AmoeRun r{load_scenario_text(text, "amoe.yaml"), nullptr, nullptr, nullptr, {}, nullptr};
+  r.cluster = std::make_unique<Cluster>(r.s.hardware);
+  r.cost = std::make_unique<ComputeCostModel>(ComputeCostModel::for_cluster(r.s.hardware));
+  r.routing = make_routing(r.s);
+  r.d = amoe_deployment(r.s, r.s.policies.front());
+  if (requests.empty()) requests = generate_requests(r.s.serving_workload, r.s.seed);
+  r.engine = std::make_unique<AmoeEngine>(r.s.model, *r.cluster, *r.cost, *r.routing, r.d.config, r.s.serving,
+                                          r.s.serving_workload.arrival, r.d.kv_blocks, r.s.seed, std::move(requests));
+  r.engine->run();
+  return r;
+}
+
+}  // namespace
+
+TEST(AmoeLayerScheduler, MtfsFlfsAndDefragOnHandComputedQueues) {
+  // One slot per block. mtfs: block 1 (10 tokens). flfs: block 0. defrag (K = 2, δ = 0.5):
+  // block 0 scores 9 + 10·0.5 + 0·0.25 = 14, block 1 scores 10 + 0 + 0 = 10: block 0.
+  const QueueDepths q = {{9}, {10}, {0}, {0}};
+  EXPECT_EQ(pick_queue(LayerSchedule::kMtfs, q), (Pick{{1, 0}}));
+  EXPECT_EQ(pick_queue(LayerSchedule::kFlfs, q), (Pick{{0, 0}}));
+  EXPECT_EQ(pick_queue(LayerSchedule::kDefrag, q, {2, 0.5}), (Pick{{0, 0}}));
+  // With no lookahead defrag is mtfs.
+  EXPECT_EQ(pick_queue(LayerSchedule::kDefrag, q, {0, 0.5}), (Pick{{1, 0}}));
+  // Two slots: lookahead divides by N_e; the lookahead wraps past the last block.
+  // block 2: 8 + (5 + 0)/2·0.5 + 0 = 9.25 for both slots: the lower slot wins the tie.
+  const QueueDepths two = {{5, 0}, {0, 0}, {8, 8}};
+  EXPECT_EQ(pick_queue(LayerSchedule::kDefrag, two, {2, 0.5}), (Pick{{2, 0}}));
+  EXPECT_EQ(pick_queue(LayerSchedule::kFlfs, two), (Pick{{0, 0}}));
+  EXPECT_FALSE(pick_queue(LayerSchedule::kMtfs, QueueDepths{{0}, {0}}));
+  LayerSchedule s{};
+  EXPECT_TRUE(parse_layer_schedule("flfs", s));
+  EXPECT_EQ(s, LayerSchedule::kFlfs);
+  EXPECT_FALSE(parse_layer_schedule("fifo", s));
+}
+
+// One request of one prompt token and one output token, alone: per block, a scheduling decision,
+// attention and router, the message to its expert's GPU (NCCL launch + route latency + bytes at
+// the route's bandwidth), a decision, the expert, and the message home. Top-1, so the token pool
+// waits for one output.
+TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
+  Scenario s = load_scenario_text(scenario(), "amoe.yaml", {"model.top_k=1"});
+  const Cluster cluster(s.hardware);
+  const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
+  const auto routing = make_routing(s);
+  const AmoeDeployment d = amoe_deployment(s, s.policies.front());
+  AmoeEngine engine(s.model, cluster, cost, *routing, d.config, s.serving, s.serving_workload.arrival, d.kv_blocks, 1,
+                    {RequestSpec{0, 0, 1, 1}});
+  engine.run();
+  const Request& req = engine.requests().front();
+  // The expected time: every expert GPU is one NVLink hop from every attention GPU in this preset.
+  Simulator sim;
+  auto net = make_network("flow", sim);
+  cluster.install(*net);
+  const auto path = cluster.route(cluster.gpu_endpoint(0), cluster.gpu_endpoint(2));
+  Tick latency = 0;
+  double bw = 1e300;
+  for (LinkId l : path) {
+    latency += net->link(l).latency;
+    bw = std::min(bw, net->link(l).bandwidth_Bps);
+  }
+  const Tick message = us_to_ticks(s.hardware.collective_launch_us) + latency + seconds_to_ticks(token_bytes(s.model) / bw);
+  const Tick decide = us_to_ticks(d.config.schedule_us);
+  Tick expected = 0;
+  for (int b = 0; b < s.model.layers; ++b) {
+    std::vector<Op> attn = attention_step_ops(s.model, std::vector<SeqChunk>{SeqChunk{1, 0}});
+    const auto router = router_ops(s.model, 1);
+    attn.insert(attn.end(), router.begin(), router.end());
+    expected += decide + cost.ops_time(attn) + message + decide + cost.ops_time(expert_ops(s.model, {1})) + message;
+  }
+  EXPECT_EQ(req.first_token, req.finished);
+  EXPECT_NEAR(static_cast<double>(req.finished), static_cast<double>(expected), 4.0) << "ticks";
+  EXPECT_EQ(engine.executions(), 2 * s.model.layers);
+}
+
+// Every request's tokens pass every block's attention once per iteration (its prompt, then one
+// token per further output), and each of them reaches exactly top-k experts per block.
+TEST(AmoeEngine, TokensAreConservedThroughQueuesAndTokenPool) {
+  for (const std::string sched : {"defrag", "mtfs", "flfs"}) {
+    AmoeRun r = make_run(scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}", "", sched));
+    std::int64_t per_block = 0;
+    for (const Request& q : r.engine->requests()) {
+      per_block += q.spec.prompt_tokens + q.spec.output_tokens - 1;
+      EXPECT_EQ(q.generated, q.spec.output_tokens);
+      EXPECT_EQ(static_cast<std::int64_t>(q.itl_ms.size()), q.spec.output_tokens - 1);
+    }
+    for (int b = 0; b < r.s.model.layers; ++b) {
+      EXPECT_EQ(r.engine->attention_tokens()[static_cast<std::size_t>(b)], per_block) << b;
+      const auto& ex = r.engine->expert_arrivals()[static_cast<std::size_t>(b)];
+      EXPECT_EQ(std::accumulate(ex.begin(), ex.end(), std::int64_t{0}), per_block * r.s.model.top_k) << b;
+    }
+  }
+}
+
+TEST(AmoeEngine, SchedulersRunAndResultsAreDeterministic) {
+  for (const std::string sched : {"defrag", "mtfs", "flfs"}) {
+    const std::string text = scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}");
+    Scenario s = load_scenario_text(text, "amoe.yaml", {"policy.0.scheduler=" + sched});
+    std::string csv1, csv2;
+    const auto a = run_amoe_serving(s, s.policies.front(), csv1);
+    const auto b = run_amoe_serving(s, s.policies.front(), csv2);
+    EXPECT_EQ(a.dump(), b.dump()) << sched;
+    EXPECT_EQ(csv1, csv2) << sched;
+    EXPECT_GT(a["metrics"]["throughput_tokens_per_s"].get<double>(), 0.0) << sched;
+  }
+}
+
+TEST(AmoeScenario, BadDeploymentsAreErrorsAtThePolicyEntry) {
+  auto error_of = [](const std::string& text, const std::vector<std::string>& sets = {}) -> std::string {
+    try {
+      Scenario s = load_scenario_text(text, "amoe.yaml", sets);
+      for (const auto& e : s.policies) amoe_deployment(s, e);
+    } catch (const InputError& e) {
+      return e.diagnostics().front().to_string();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of(scenario(), {"policy.0.attention_gpus=4"}).find("leaves no expert GPU"), std::string::npos);
+  EXPECT_NE(error_of(scenario(), {"policy.0.attention_gpus=9"}).find("leaves no expert GPU"), std::string::npos);
+  EXPECT_NE(error_of(scenario(), {"policy.0.scheduler=fifo"}).find("fifo"), std::string::npos);
+  EXPECT_NE(error_of(scenario(), {"hardware.gpu.memory_GB=2"}).find("experts of every block"), std::string::npos);
+  const std::string prefill = error_of("model: mixtral-8x7b\nhardware: hgx-a100-4gpu-nvlink\npolicy: amoe\n");
+  EXPECT_NE(prefill.find("amoe.yaml:3:"), std::string::npos) << prefill;
+  EXPECT_NE(prefill.find("serving workloads only"), std::string::npos) << prefill;
+  EXPECT_NE(error_of(scenario("{kind: uniform}", "predictor: distribution-only\n")).find("no expert-load predictor"),
+            std::string::npos);
+}
+
+}  // namespace moesim
