@@ -40,6 +40,7 @@ VERDICTS = (REPRODUCED, DIRECTION_ONLY, NOT_REPRODUCED, NOT_RUN)
 METRICS = {
     "throughput": (lambda m: m["throughput_tokens_per_s"], True, "tok/s"),
     "ttft": (lambda m: m["ttft_ms"]["mean"], False, "ms"),
+    "itl": (lambda m: m["itl_ms"]["mean"], False, "ms"),
     "layer": (lambda m: m["layer_latency_ms"]["mean"], False, "ms"),
     "waiting": (lambda m: m["gpu_time_breakdown"]["mean_fraction"]["waiting"], False, "%"),
     # Mean waiting fraction of GPUs 1..G-1, the GPUs HarMoEny's §III / §V-C1 report ("GPUs 1–7

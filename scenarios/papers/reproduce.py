@@ -81,6 +81,13 @@ EXPERIMENTS = {
                                                f"policy.1.capacity_factor={min(e, 50)}"])
                              for e in (8, 16, 32, 64, 128, 256)]),
     "moeshard-real": exp("moeshard/switch-base-a100-real.yaml", [("batch=250", [])], needs=TRACE),
+    # AMoE §5.1 (Fig. 9, short workload, top-1): saturated (closed loop of 512 clients), and at a
+    # low Poisson load for the ITL comparison.
+    "amoe-mixtral-mqa": exp("amoe/mixtral-mqa-a100.yaml", [("short, saturated", [])]),
+    "amoe-mixtral-mqa-lowload": exp("amoe/mixtral-mqa-a100.yaml",
+                                    [("short, 5 req/s", ["workload.arrival={process: poisson, rate_per_s: 5}",
+                                                         "workload.requests=200", "workload.warmup_requests=50"])],
+                                    policies=["sglang-ep", "amoe-defrag"]),
     # MoE-GPS §4 (Fig. 6, 7): each predictor driving expert duplication, NVLink vs PCIe, by skewness.
     "moe-gps-mixtral": exp("moe-gps/mixtral-a100.yaml",
                            [(f"{hw} skew={s}", [f"hardware={preset}", f"workload.routing.skewness={s}"])
@@ -94,6 +101,7 @@ EXPERIMENTS = {
 COLUMNS = [
     ("layer ms", lambda m: m["layer_latency_ms"]["mean"]),
     ("TTFT ms", lambda m: m["ttft_ms"]["mean"]),
+    ("ITL ms", lambda m: m["itl_ms"]["mean"]),
     ("tokens/s", lambda m: m["throughput_tokens_per_s"]),
     ("idle", lambda m: m["gpu_idle_fraction"]["mean"]),
     ("waiting", lambda m: m["gpu_time_breakdown"]["mean_fraction"]["waiting"]),
@@ -155,6 +163,14 @@ def fmt(v):
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
+def _cell(get, metrics):
+    """A column's value, or — where the run has no such metric (prefill vs serving runs)."""
+    try:
+        return fmt(get(metrics))
+    except KeyError:
+        return "—"
+
+
 def table(name, points):
     """One markdown table: a row per (grid point, policy label)."""
     lines = [f"### {name}", "", "| point | policy | " + " | ".join(c for c, _ in COLUMNS) + " |",
@@ -163,7 +179,7 @@ def table(name, points):
         runs = pr.result["runs"] if pr.result else []
         for run in runs:
             m = run["metrics"]
-            cells = [fmt(get(m)) for _, get in COLUMNS]
+            cells = [_cell(get, m) for _, get in COLUMNS]
             who = run["label"]
             if run.get("predictor", "none") != "none" or len(runs) > len({r["label"] for r in runs}):
                 who += f" / {run.get('predictor_label', run.get('predictor'))}"
@@ -402,8 +418,11 @@ def setups_text(results, names):
             pred_txt = "; predictors: " + ", ".join(p if isinstance(p, str) else f"{p['name']}({', '.join(f'{k}={v}' for k, v in p.items() if k != 'name')})" for p in preds)
         grid = ", ".join(lbl for lbl, _ in e["grid"])
         skipped = f" — not run: {results.skipped[name]}" if name in results.skipped else ""
+        size = (f"serving {w['requests']} requests ({w.get('warmup_requests', 0)} warm-up), arrival {yv(w['arrival'])}, "
+                f"prompt {yv(w['prompt_tokens'])}, output {yv(w['output_tokens'])}" if w.get("kind") == "serving"
+                else f"{w['batch_size']} × {w['seq_len']} tokens, {w['batches']} batches")
         lines.append(f"- `{name}` — [{e['scenario']}]({e['scenario']}): {model}; {hw}; "
-                     f"{w['batch_size']} × {w['seq_len']} tokens, {w['batches']} batches; routing {routing}; "
+                     f"{size}; routing {routing}; "
                      f"policies {', '.join(pols)}{pred_txt}. Grid: {grid}.{skipped}")
     return "\n".join(lines) + "\n"
 

@@ -257,13 +257,17 @@ class ClaimsFile(unittest.TestCase):
             if c["kind"] != "not-run" and not c.get("reason"):
                 self.assertIn(c["id"], allowed, f"{c['id']} has no reason for a gap")
 
-    def test_amoe_and_grace_listed_not_run(self):
-        for paper in ("amoe", "grace"):
-            rows = [c for c in self.claims if c["paper"] == paper]
-            self.assertGreater(len(rows), 0)
-            for c in rows:
-                self.assertEqual(c["kind"], "not-run")
-                self.assertIn("policy not implemented yet", c["reason"])
+    def test_grace_listed_not_run_and_amoe_rows_say_why_not_run(self):
+        grace = [c for c in self.claims if c["paper"] == "grace"]
+        self.assertGreater(len(grace), 0)
+        for c in grace:
+            self.assertEqual(c["kind"], "not-run")
+            self.assertIn("policy not implemented yet", c["reason"])
+        amoe = [c for c in self.claims if c["paper"] == "amoe"]
+        self.assertGreater(len([c for c in amoe if c["kind"] != "not-run"]), 0)
+        for c in amoe:
+            if c["kind"] == "not-run":
+                self.assertIn("not set up yet", c["reason"])
 
     def test_every_paper_has_claims(self):
         for p in self.papers:
