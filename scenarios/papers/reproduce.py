@@ -81,9 +81,10 @@ EXPERIMENTS = {
                                                f"policy.1.capacity_factor={min(e, 50)}"])
                              for e in (8, 16, 32, 64, 128, 256)]),
     "moeshard-real": exp("moeshard/switch-base-a100-real.yaml", [("batch=250", [])], needs=TRACE),
-    # AMoE §5.1 (Fig. 9, short workload, top-1): saturated (closed loop of 512 clients), and at a
-    # low Poisson load for the ITL comparison.
-    "amoe-mixtral-mqa": exp("amoe/mixtral-mqa-a100.yaml", [("short, saturated", [])]),
+    # AMoE §5.1 (Fig. 9, short workload, top-1) over Poisson rates, and at a low load for the ITL
+    # comparison.
+    "amoe-mixtral-mqa": exp("amoe/mixtral-mqa-a100.yaml",
+                            [(f"short, {r} req/s", [f"workload.arrival.rate_per_s={r}"]) for r in (50, 100, 200)]),
     "amoe-mixtral-mqa-lowload": exp("amoe/mixtral-mqa-a100.yaml",
                                     [("short, 5 req/s", ["workload.arrival={process: poisson, rate_per_s: 5}",
                                                          "workload.requests=200", "workload.warmup_requests=50"])],
