@@ -85,6 +85,17 @@ EXPERIMENTS = {
     # comparison.
     "amoe-mixtral-mqa": exp("amoe/mixtral-mqa-a100.yaml",
                             [(f"short, {r} req/s", [f"workload.arrival.rate_per_s={r}"]) for r in (50, 100, 200)]),
+    # The medium and reasonable workloads of §5 at the same offered output rate as the short
+    # workload's 200 requests/s (~20k tokens/s): 133 and 67 requests/s.
+    "amoe-mixtral-mqa-lengths": exp("amoe/mixtral-mqa-a100.yaml",
+                                    [("medium, 133 req/s", ["workload.arrival.rate_per_s=133",
+                                                            "workload.prompt_tokens={dist: uniform, min: 50, max: 150}",
+                                                            "workload.output_tokens={dist: uniform, min: 50, max: 250}"]),
+                                     ("reasonable, 67 req/s", ["workload.arrival.rate_per_s=67", "workload.requests=2000",
+                                                               "workload.warmup_requests=500",
+                                                               "workload.prompt_tokens={dist: uniform, min: 100, max: 300}",
+                                                               "workload.output_tokens={dist: uniform, min: 100, max: 500}"])],
+                                    policies=["sglang-ep", "amoe-defrag"]),
     "amoe-mixtral-mqa-lowload": exp("amoe/mixtral-mqa-a100.yaml",
                                     [("short, 5 req/s", ["workload.arrival={process: poisson, rate_per_s: 5}",
                                                          "workload.requests=200", "workload.warmup_requests=50"])],
