@@ -28,6 +28,7 @@ AmoeDeployment amoe_deployment(const Scenario& s, const PluginEntry& entry) {
   c.defrag.decay = entry.params.get_float("decay");
   c.max_batch_tokens = entry.params.get_int("max_batch_tokens");
   c.schedule_us = entry.params.get_float("schedule_us");
+  c.micro_batches = static_cast<int>(entry.params.get_int("micro_batches"));
 
   // Memory. An expert GPU holds its experts of every block; an attention GPU every block's
   // attention (and dense FFNs, embeddings), its KV cache and a full batch's activations.

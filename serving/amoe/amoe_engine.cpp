@@ -13,11 +13,14 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <optional>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 
 #include "core/rng.hpp"
 #include "models/operators.hpp"
+#include "serving/amoe/micro_batches.hpp"
 #include "serving/kv_cache.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/simulator.hpp"
@@ -33,6 +36,7 @@ struct Item {
   std::int64_t tokens = 0;
   std::int64_t context = 0;  ///< KV tokens before these (attention)
   int home = 0;              ///< the request's attention GPU
+  int mb = 0;                ///< ping-pong: the request's micro-batch this iteration
 };
 
 /// One GPU's runtime: a μ-queue per (block, slot) it hosts.
@@ -65,6 +69,8 @@ struct AmoeEngine::State {
   std::vector<int> slot_of_expert;    ///< expert -> its slot on its expert GPU
   std::vector<std::int64_t> pending;  ///< per request: selections of its current block not yet back
   std::deque<int> waiting;            ///< requests that fit on no attention GPU yet
+  std::unique_ptr<MicroBatchBarrier> barrier;  ///< ping-pong (micro_batches > 0); null: asynchronous
+  std::vector<int> next_iteration;    ///< ping-pong: requests for the next iteration
   std::uint64_t attention_runs = 0;
   std::size_t next_closed = 0;
   std::int64_t finished = 0;
@@ -105,6 +111,7 @@ AmoeEngine::AmoeEngine(const ModelSpec& model, const Cluster& cluster, const Com
     s_->gpus[static_cast<std::size_t>(g)].depth.assign(static_cast<std::size_t>(blocks), std::vector<std::int64_t>(static_cast<std::size_t>(n), 0));
   }
   busy_.resize(static_cast<std::size_t>(G));
+  if (config.micro_batches > 0) s_->barrier = std::make_unique<MicroBatchBarrier>(A, G, blocks, config.micro_batches);
   expert_arrivals_.assign(static_cast<std::size_t>(blocks), std::vector<std::int64_t>(static_cast<std::size_t>(model.experts), 0));
   attention_tokens_.assign(static_cast<std::size_t>(blocks), 0);
 }
@@ -133,7 +140,23 @@ void AmoeEngine::run() {
       Runtime& rt = s.gpus[static_cast<std::size_t>(gpu)];
       rt.queues[static_cast<std::size_t>(block)][static_cast<std::size_t>(slot)].push_back(item);
       rt.depth[static_cast<std::size_t>(block)][static_cast<std::size_t>(slot)] += item.tokens;
+      if (s.barrier && gpu < s.config.attention_gpus) s.barrier->attention_arrived(gpu, block, item.mb);
       kick(gpu);
+    }
+    // Ping-pong: the first (block, micro-batch) in pipeline order whose barrier has passed and
+    // that has tokens here; an expert GPU runs one of its experts (slots) per execution.
+    std::optional<std::tuple<int, int, int>> pick_micro_batch(int gpu) const {
+      const Runtime& rt = s.gpus[static_cast<std::size_t>(gpu)];
+      const bool attention = gpu < s.config.attention_gpus;
+      for (int b = 0; b < s.model.layers; ++b)
+        for (int m = 0; m < s.barrier->micro_batches(); ++m) {
+          if (attention ? !s.barrier->attention_ready(gpu, b, m) : !s.barrier->expert_ready(gpu, b, m)) continue;
+          const auto& slots = rt.queues[static_cast<std::size_t>(b)];
+          for (std::size_t e = 0; e < slots.size(); ++e)
+            for (const Item& it : slots[e])
+              if (it.mb == m) return std::tuple{b, static_cast<int>(e), m};
+        }
+      return std::nullopt;
     }
     // Decisions are taken after every other event of the tick, so that simultaneous arrivals
     // share an execution.
@@ -146,13 +169,33 @@ void AmoeEngine::run() {
     void decide(int gpu) {
       Runtime& rt = s.gpus[static_cast<std::size_t>(gpu)];
       rt.decide_pending = false;
-      const auto pick = pick_queue(s.config.schedule, rt.depth, s.config.defrag);
-      if (!pick) return;
-      const auto [b, slot] = *pick;
+      int b = 0, slot = 0, mb = -1;
+      if (s.barrier) {
+        const auto pick = pick_micro_batch(gpu);
+        if (!pick) return;
+        std::tie(b, slot, mb) = *pick;
+      } else {
+        const auto pick = pick_queue(s.config.schedule, rt.depth, s.config.defrag);
+        if (!pick) return;
+        std::tie(b, slot) = *pick;
+      }
       auto& q = rt.queues[static_cast<std::size_t>(b)][static_cast<std::size_t>(slot)];
       std::vector<Item> batch;
       std::int64_t n = 0;
-      while (!q.empty() && (batch.empty() || n + q.front().tokens <= s.config.max_batch_tokens)) {
+      if (mb >= 0) {
+        // A micro-batch runs whole: every item of it, the others stay queued in order.
+        std::deque<Item> rest;
+        for (const Item& it : q) {
+          if (it.mb == mb) {
+            n += it.tokens;
+            batch.push_back(it);
+          } else {
+            rest.push_back(it);
+          }
+        }
+        q = std::move(rest);
+      }
+      while (mb < 0 && !q.empty() && (batch.empty() || n + q.front().tokens <= s.config.max_batch_tokens)) {
         n += q.front().tokens;
         batch.push_back(q.front());
         q.pop_front();
@@ -196,6 +239,10 @@ void AmoeEngine::run() {
         return;
       }
       const Tick launch = us_to_ticks(s.cluster.spec().collective_launch_us);
+      if (bytes <= 0.0) {
+        s.sim.after(launch, std::move(deliver));
+        return;
+      }
       s.sim.after(launch, [this, src, dst, bytes, deliver = std::move(deliver)]() mutable {
         s.net->start_flow(s.cluster.route(s.cluster.gpu_endpoint(src), s.cluster.gpu_endpoint(dst)), bytes,
                           std::move(deliver));
@@ -226,18 +273,24 @@ void AmoeEngine::run() {
         for (int ex = 0; ex < s.model.experts; ++ex)
           if (per_expert[static_cast<std::size_t>(ex)] > 0)
             to[static_cast<std::size_t>(amoe_expert_gpu(ex, s.config, G))].push_back(
-                Item{it.request, per_expert[static_cast<std::size_t>(ex)], ex, gpu});  // context holds the expert
+                Item{it.request, per_expert[static_cast<std::size_t>(ex)], ex, gpu, it.mb});  // context: the expert
       }
-      for (int x = 0; x < G; ++x) {
+      // Ping-pong's all-to-all reaches every expert GPU, with or without tokens for it.
+      const int mb = s.barrier ? batch.front().mb : -1;
+      for (int x = s.config.attention_gpus; x < G; ++x) {
         auto& items = to[static_cast<std::size_t>(x)];
-        if (items.empty()) continue;
+        if (items.empty() && mb < 0) continue;
         double bytes = 0.0;
         for (const Item& it : items) bytes += static_cast<double>(it.tokens) * token_bytes(s.model);
-        send(gpu, x, bytes, [this, x, b, items = std::move(items)] {
+        send(gpu, x, bytes, [this, x, b, mb, items = std::move(items)] {
           for (const Item& it : items) {
             const auto ex = static_cast<std::size_t>(it.context);
             e.expert_arrivals_[static_cast<std::size_t>(b)][ex] += it.tokens;
-            enqueue(x, b, s.slot_of_expert[ex], Item{it.request, it.tokens, 0, it.home});
+            enqueue(x, b, s.slot_of_expert[ex], Item{it.request, it.tokens, 0, it.home, it.mb});
+          }
+          if (mb >= 0) {
+            s.barrier->message_arrived(x, b, mb);
+            kick(x);
           }
         });
       }
@@ -258,7 +311,7 @@ void AmoeEngine::run() {
             left -= it.tokens;
             if (left == 0) {
               const Request& r = e.requests_[static_cast<std::size_t>(it.request)];
-              next_block(Item{it.request, r.prefilling() ? r.prefill_target - r.computed : 1, r.computed, it.home}, b);
+              next_block(Item{it.request, r.prefilling() ? r.prefill_target - r.computed : 1, r.computed, it.home, it.mb}, b);
             }
           }
         });
@@ -275,8 +328,11 @@ void AmoeEngine::run() {
       if (r.first_token < 0) r.first_token = s.sim.now();
       else r.itl_ms.push_back(ticks_to_ms(s.sim.now() - r.last_token));
       r.last_token = s.sim.now();
+      const bool iteration_over = s.barrier && s.barrier->finish_item();
       if (!r.done()) {
-        enqueue(it.home, 0, 0, Item{it.request, 1, r.computed, it.home});
+        if (s.barrier) s.next_iteration.push_back(it.request);
+        else enqueue(it.home, 0, 0, Item{it.request, 1, r.computed, it.home});
+        if (iteration_over) start_iteration();
         return;
       }
       r.state = RequestState::kFinished;
@@ -288,6 +344,27 @@ void AmoeEngine::run() {
         s.sim.at(s.sim.now() + seconds_to_ticks(s.arrival.think_s), [this, i] { arrive(static_cast<int>(i)); });
       }
       admit_waiting();
+      if (iteration_over) start_iteration();
+    }
+    // Ping-pong: the requests admitted so far form the next iteration, split round-robin into
+    // the micro-batches in request order; each enters block 0 with its prompt or one token.
+    void start_iteration() {
+      if (s.barrier->running() || s.next_iteration.empty()) return;
+      std::vector<int> active;
+      active.swap(s.next_iteration);
+      std::sort(active.begin(), active.end());
+      const int M = s.barrier->micro_batches();
+      std::vector<std::vector<std::int64_t>> items(static_cast<std::size_t>(s.config.attention_gpus),
+                                                   std::vector<std::int64_t>(static_cast<std::size_t>(M), 0));
+      for (std::size_t i = 0; i < active.size(); ++i)
+        ++items[static_cast<std::size_t>(e.requests_[static_cast<std::size_t>(active[i])].rank)][i % static_cast<std::size_t>(M)];
+      s.barrier->begin(items);
+      for (std::size_t i = 0; i < active.size(); ++i) {
+        const Request& r = e.requests_[static_cast<std::size_t>(active[i])];
+        enqueue(r.rank, 0, 0,
+                Item{active[i], r.prefilling() ? r.prefill_target - r.computed : 1, r.computed, r.rank,
+                     static_cast<int>(i % static_cast<std::size_t>(M))});
+      }
     }
     void arrive(int i) {
       Request& r = e.requests_[static_cast<std::size_t>(i)];
@@ -313,8 +390,14 @@ void AmoeEngine::run() {
         r.rank = r.gpu = best;
         r.pool = 0;
         r.state = RequestState::kRunning;
-        enqueue(best, 0, 0, Item{static_cast<int>(&r - e.requests_.data()), r.spec.prompt_tokens, 0, best});
+        const int index = static_cast<int>(&r - e.requests_.data());
+        if (s.barrier) {
+          s.next_iteration.push_back(index);
+          continue;
+        }
+        enqueue(best, 0, 0, Item{index, r.spec.prompt_tokens, 0, best});
       }
+      if (s.barrier) start_iteration();
     }
   };
   auto steps = std::make_shared<Steps>(Steps{*this, s});

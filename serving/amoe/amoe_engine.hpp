@@ -31,6 +31,9 @@ struct AmoeConfig {
   DefragParams defrag;
   std::int64_t max_batch_tokens = 8192;   ///< most tokens one execution drains from a queue
   double schedule_us = 10.0;              ///< host time of one scheduling decision
+  /// 0: AMoE's asynchronous μ-queues. n >= 1: synchronous ping-pong over the same deployment
+  /// (micro_batches.hpp): iterations of n micro-batches, each a barrier per block.
+  int micro_batches = 0;
 };
 
 /// Which expert GPU hosts expert e (of every block): e mod expert GPUs, so experts are spread

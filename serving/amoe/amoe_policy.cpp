@@ -43,6 +43,12 @@ const bool registered = policies().add(
                           0.0, 1.0, {}},
                 ParamSpec{"max_batch_tokens", ParamType::kInt, "8192", "tokens",
                           "most tokens one execution drains from a queue (whole requests; at least one)", 1.0, {}, {}},
+                ParamSpec{"micro_batches", ParamType::kInt, "0", "",
+                          "0: AMoE's asynchronous execution. n >= 1: synchronous ping-pong over the same "
+                          "attention/expert split instead (MegaScale-Infer): each iteration's requests form n "
+                          "micro-batches that cross every block behind a barrier, the pools overlapping across "
+                          "micro-batches; `scheduler` is then unused",
+                          0.0, 64.0, {}},
                 ParamSpec{"schedule_us", ParamType::kFloat, "10", "us",
                           "host time of one scheduling decision before each execution. Chosen: AMoE's runtime is "
                           "not profiled in the paper",

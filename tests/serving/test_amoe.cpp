@@ -15,6 +15,7 @@
 #include "models/operators.hpp"
 #include "serving/amoe/amoe_engine.hpp"
 #include "serving/amoe/layer_scheduler.hpp"
+#include "serving/amoe/micro_batches.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/simulator.hpp"
 
@@ -47,8 +48,9 @@ struct AmoeRun {
   std::unique_ptr<AmoeEngine> engine;
 };
 
-AmoeRun make_run(const std::string& text, std::vector<RequestSpec> requests = {}) {
-  AmoeRun r{load_scenario_text(text, "amoe.yaml"), nullptr, nullptr, nullptr, {}, nullptr};
+AmoeRun make_run(const std::string& text, std::vector<RequestSpec> requests = {},
+                 const std::vector<std::string>& sets = {}) {
+  AmoeRun r{load_scenario_text(text, "amoe.yaml", sets), nullptr, nullptr, nullptr, {}, nullptr};
   r.cluster = std::make_unique<Cluster>(r.s.hardware);
   r.cost = std::make_unique<ComputeCostModel>(ComputeCostModel::for_cluster(r.s.hardware));
   r.routing = make_routing(r.s);
@@ -125,8 +127,11 @@ TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
 // Every request's tokens pass every block's attention once per iteration (its prompt, then one
 // token per further output), and each of them reaches exactly top-k experts per block.
 TEST(AmoeEngine, TokensAreConservedThroughQueuesAndTokenPool) {
-  for (const std::string sched : {"defrag", "mtfs", "flfs"}) {
-    AmoeRun r = make_run(scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}", "", sched));
+  for (const std::string sched : {"defrag", "mtfs", "flfs", "pingpong-1", "pingpong-2", "pingpong-3"}) {
+    const bool pp = sched.rfind("pingpong", 0) == 0;
+    AmoeRun r = make_run(scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}", "", pp ? "defrag" : sched), {},
+                         pp ? std::vector<std::string>{"policy.0.micro_batches=" + sched.substr(9)}
+                            : std::vector<std::string>{});
     std::int64_t per_block = 0;
     for (const Request& q : r.engine->requests()) {
       per_block += q.spec.prompt_tokens + q.spec.output_tokens - 1;
@@ -139,6 +144,46 @@ TEST(AmoeEngine, TokensAreConservedThroughQueuesAndTokenPool) {
       EXPECT_EQ(std::accumulate(ex.begin(), ex.end(), std::int64_t{0}), per_block * r.s.model.top_k) << b;
     }
   }
+}
+
+// Ping-pong's barrier (micro_batches.hpp): a micro-batch is ready at an attention GPU when all of
+// its requests there have arrived, at an expert GPU when every attention GPU holding some of it has
+// dispatched; an iteration ends with its last request.
+TEST(AmoeMicroBatches, BarrierBookkeeping) {
+  MicroBatchBarrier b(2, 4, 3, 2);  // attention GPUs 0-1, expert GPUs 2-3, 3 blocks, 2 micro-batches
+  b.begin({{2, 1}, {0, 1}});        // GPU 0: 2 requests in m0, 1 in m1; GPU 1: 1 in m1
+  EXPECT_TRUE(b.running());
+  EXPECT_FALSE(b.attention_ready(0, 0, 0));
+  b.attention_arrived(0, 0, 0);
+  EXPECT_FALSE(b.attention_ready(0, 0, 0));
+  b.attention_arrived(0, 0, 0);
+  EXPECT_TRUE(b.attention_ready(0, 0, 0));
+  EXPECT_FALSE(b.attention_ready(1, 0, 0));  // holds none of m0
+  // m0 comes from GPU 0 only; m1 from both.
+  b.message_arrived(2, 0, 0);
+  EXPECT_TRUE(b.expert_ready(2, 0, 0));
+  EXPECT_FALSE(b.expert_ready(3, 0, 0));
+  b.message_arrived(2, 0, 1);
+  EXPECT_FALSE(b.expert_ready(2, 0, 1));
+  b.message_arrived(2, 0, 1);
+  EXPECT_TRUE(b.expert_ready(2, 0, 1));
+  EXPECT_FALSE(b.expert_ready(2, 1, 1));  // per block
+  EXPECT_FALSE(b.finish_item());
+  EXPECT_FALSE(b.finish_item());
+  EXPECT_FALSE(b.finish_item());
+  EXPECT_TRUE(b.finish_item());
+  EXPECT_FALSE(b.running());
+}
+
+// Alone, one token per block (a one-token prompt, top-1) meets no barrier it must wait for and no
+// choice of order: one micro-batch takes exactly AMoE's time. (With more tokens, an expert GPU's
+// order over its experts may differ between the two.)
+TEST(AmoeMicroBatches, OneRequestAloneTakesTheSameTimeAsAsynchronous) {
+  const std::vector<RequestSpec> one = {RequestSpec{0, 0, 1, 3}};
+  const AmoeRun async = make_run(scenario(), one, {"model.top_k=1"});
+  const AmoeRun pp = make_run(scenario(), one, {"model.top_k=1", "policy.0.micro_batches=1"});
+  EXPECT_EQ(async.engine->requests().front().finished, pp.engine->requests().front().finished);
+  EXPECT_EQ(async.engine->requests().front().itl_ms, pp.engine->requests().front().itl_ms);
 }
 
 TEST(AmoeEngine, SchedulersRunAndResultsAreDeterministic) {
