@@ -73,6 +73,11 @@ EXPERIMENTS = {
                                                                "workload.prompt_tokens={dist: uniform, min: 100, max: 300}",
                                                                "workload.output_tokens={dist: uniform, min: 100, max: 500}"])],
                                     policies=["sglang-ep", "amoe-defrag"]),
+    # §5.2 (Fig. 10): 16 experts on two p4d nodes, and the one-node, 8-expert reference.
+    "amoe-mixtral16-2node": exp("amoe/mixtral16-2node.yaml",
+                                [("16 experts, 2 nodes", []),
+                                 ("8 experts, 1 node", ["model.experts=8",
+                                                        "hardware={preset: dgx-a100, gpu: {preset: A100-SXM4-40GB}}"])]),
     "amoe-mixtral-mqa-lowload": exp("amoe/mixtral-mqa-a100.yaml",
                                     [("short, 5 req/s", ["workload.arrival={process: poisson, rate_per_s: 5}",
                                                          "workload.requests=200", "workload.warmup_requests=50"])],
