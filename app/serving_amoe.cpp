@@ -29,6 +29,7 @@ AmoeDeployment amoe_deployment(const Scenario& s, const PluginEntry& entry) {
   c.max_batch_tokens = entry.params.get_int("max_batch_tokens");
   c.schedule_us = entry.params.get_float("schedule_us");
   c.micro_batches = static_cast<int>(entry.params.get_int("micro_batches"));
+  c.place_by_requests = entry.params.get_string("attention_placement") == "fewest-requests";
 
   // Memory. An expert GPU holds its experts of every block; an attention GPU every block's
   // attention (and dense FFNs, embeddings), its KV cache and a full batch's activations.

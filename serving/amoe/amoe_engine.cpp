@@ -71,6 +71,7 @@ struct AmoeEngine::State {
   std::deque<int> waiting;            ///< requests that fit on no attention GPU yet
   std::unique_ptr<MicroBatchBarrier> barrier;  ///< ping-pong (micro_batches > 0); null: asynchronous
   std::vector<int> next_iteration;    ///< ping-pong: requests for the next iteration
+  std::vector<std::int64_t> requests_on;  ///< per attention GPU: requests it holds
   std::uint64_t attention_runs = 0;
   std::size_t next_closed = 0;
   std::int64_t finished = 0;
@@ -97,6 +98,7 @@ AmoeEngine::AmoeEngine(const ModelSpec& model, const Cluster& cluster, const Com
     requests_.push_back(std::move(r));
   }
   s_->pending.assign(requests_.size(), 0);
+  s_->requests_on.assign(static_cast<std::size_t>(A), 0);
   for (int a = 0; a < A; ++a) s_->kv.emplace_back(kv_blocks[static_cast<std::size_t>(a)], serving.kv_block_tokens);
   const int blocks = model.layers;
   int moe = 0;
@@ -339,6 +341,7 @@ void AmoeEngine::run() {
       r.finished = s.sim.now();
       ++s.finished;
       s.kv[static_cast<std::size_t>(r.rank)].release(r.spec.id);
+      --s.requests_on[static_cast<std::size_t>(r.rank)];
       if (s.arrival.process == ArrivalSpec::Process::kClosed && s.next_closed < e.requests_.size()) {
         const std::size_t i = s.next_closed++;
         s.sim.at(s.sim.now() + seconds_to_ticks(s.arrival.think_s), [this, i] { arrive(static_cast<int>(i)); });
@@ -378,14 +381,18 @@ void AmoeEngine::run() {
       while (!s.waiting.empty()) {
         Request& r = e.requests_[static_cast<std::size_t>(s.waiting.front())];
         const std::int64_t need = r.spec.prompt_tokens + r.spec.output_tokens;
+        // Least loaded: the most free KV blocks (AMoE's load balancer, §3.1), or the fewest requests
+        // (SGLang's data-parallel router); ties to the lowest GPU.
+        auto load = [&](int a) {
+          return s.config.place_by_requests ? -static_cast<double>(s.requests_on[static_cast<std::size_t>(a)])
+                                            : static_cast<double>(s.kv[static_cast<std::size_t>(a)].free_blocks());
+        };
         int best = -1;
-        for (int a = 0; a < s.config.attention_gpus; ++a) {
-          const PagedKvCache& kv = s.kv[static_cast<std::size_t>(a)];
-          if (kv.can_grow(r.spec.id, need) && (best < 0 || kv.free_blocks() > s.kv[static_cast<std::size_t>(best)].free_blocks()))
-            best = a;
-        }
+        for (int a = 0; a < s.config.attention_gpus; ++a)
+          if (s.kv[static_cast<std::size_t>(a)].can_grow(r.spec.id, need) && (best < 0 || load(a) > load(best))) best = a;
         if (best < 0) return;
         s.kv[static_cast<std::size_t>(best)].grow(r.spec.id, need);
+        ++s.requests_on[static_cast<std::size_t>(best)];
         s.waiting.pop_front();
         r.rank = r.gpu = best;
         r.pool = 0;

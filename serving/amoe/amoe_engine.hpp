@@ -34,6 +34,9 @@ struct AmoeConfig {
   /// 0: AMoE's asynchronous μ-queues. n >= 1: synchronous ping-pong over the same deployment
   /// (micro_batches.hpp): iterations of n micro-batches, each a barrier per block.
   int micro_batches = 0;
+  /// Where a new request goes: the attention GPU with the most free KV blocks (false, AMoE §3.1)
+  /// or with the fewest requests (true).
+  bool place_by_requests = false;
 };
 
 /// Which expert GPU hosts expert e (of every block): e mod expert GPUs, so experts are spread

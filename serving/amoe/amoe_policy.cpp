@@ -49,6 +49,10 @@ const bool registered = policies().add(
                           "micro-batches that cross every block behind a barrier, the pools overlapping across "
                           "micro-batches; `scheduler` is then unused",
                           0.0, 64.0, {}},
+                ParamSpec{"attention_placement", ParamType::kString, "most-free-kv", "",
+                          "the attention GPU a new request is bound to: most-free-kv (AMoE's load balancer, §3.1) "
+                          "or fewest-requests; ties to the lowest GPU",
+                          {}, {}, {"most-free-kv", "fewest-requests"}},
                 ParamSpec{"schedule_us", ParamType::kFloat, "10", "us",
                           "host time of one scheduling decision before each execution. Chosen: AMoE's runtime is "
                           "not profiled in the paper",

@@ -186,6 +186,20 @@ TEST(AmoeMicroBatches, OneRequestAloneTakesTheSameTimeAsAsynchronous) {
   EXPECT_EQ(async.engine->requests().front().itl_ms, pp.engine->requests().front().itl_ms);
 }
 
+// AMoE's load balancer (§3.1) binds a new request to the attention GPU with the most free KV
+// blocks; `fewest-requests` counts requests instead. A long request on GPU 0 sends the next two
+// short ones to GPU 1 by free blocks, but alternates them by request count.
+TEST(AmoeEngine, AttentionPlacementOptions) {
+  const std::vector<RequestSpec> three = {RequestSpec{0, 0, 1000, 100}, RequestSpec{1, 0, 20, 5}, RequestSpec{2, 0, 20, 5}};
+  const AmoeRun kv = make_run(scenario(), three);
+  EXPECT_EQ(kv.engine->requests()[1].rank, 1);
+  EXPECT_EQ(kv.engine->requests()[2].rank, 1);
+  const AmoeRun count = make_run(scenario(), three, {"policy.0.attention_placement=fewest-requests"});
+  EXPECT_EQ(count.engine->requests()[0].rank, 0);
+  EXPECT_EQ(count.engine->requests()[1].rank, 1);
+  EXPECT_EQ(count.engine->requests()[2].rank, 0);
+}
+
 TEST(AmoeEngine, SchedulersRunAndResultsAreDeterministic) {
   for (const std::string sched : {"defrag", "mtfs", "flfs"}) {
     const std::string text = scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}");
