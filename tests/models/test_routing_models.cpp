@@ -48,7 +48,7 @@ double tol(double p, int k, std::int64_t tokens) {
 
 TEST(RoutingRegistry, AllModelsRegistered) {
   EXPECT_EQ(routing_models().names(),
-            (std::vector<std::string>{"exponential", "fluctuating", "moeshard", "skewed", "skewness",
+            (std::vector<std::string>{"coactivation", "exponential", "fluctuating", "moeshard", "skewed", "skewness",
                                       "token-conditioned", "trace", "uniform", "zipf"}));
   for (const auto* e : routing_models().entries()) {
     EXPECT_FALSE(e->description.empty()) << e->name;
