@@ -105,6 +105,25 @@ ExpertGroups groups_of(const std::vector<int>& label, int k) {
   return g;
 }
 
+/// The group, among those whose size `open` accepts, where adding e gives the highest
+/// Algorithm 2 score (lowest index on ties); -1 if none is open.
+template <class Open>
+int best_group(const Eigen::MatrixXd& a, const ExpertGroups& groups, int e, Open open) {
+  int best = -1;
+  double best_score = -std::numeric_limits<double>::infinity();
+  for (int d = 0; d < static_cast<int>(groups.size()); ++d) {
+    if (!open(groups[static_cast<std::size_t>(d)].size())) continue;
+    std::vector<int> with = groups[static_cast<std::size_t>(d)];
+    with.push_back(e);
+    const double score = intra_score(a, with);
+    if (score > best_score) {
+      best_score = score;
+      best = d;
+    }
+  }
+  return best;
+}
+
 void check(const Eigen::MatrixXd& a, int k, const char* who) {
   if (a.rows() != a.cols() || a.rows() == 0) throw std::invalid_argument(std::string(who) + ": affinity must be square");
   if (k < 1 || k > a.rows()) throw std::invalid_argument(std::string(who) + ": 1 <= groups <= experts");
@@ -175,21 +194,9 @@ ExpertGroups controlled_grouping(const Eigen::MatrixXd& affinity, int groups, do
     L[static_cast<std::size_t>(d)] = c;
   }
   std::sort(omega.begin(), omega.end());
-  for (const int e : omega) {  // lines 12-15: the group with room where e raises the score most
-    int best = -1;
-    double best_score = -std::numeric_limits<double>::infinity();
-    for (int d = 0; d < groups; ++d) {
-      if (static_cast<int>(L[static_cast<std::size_t>(d)].size()) >= hi) continue;
-      std::vector<int> with = L[static_cast<std::size_t>(d)];
-      with.push_back(e);
-      const double score = intra_score(affinity, with);
-      if (score > best_score) {
-        best_score = score;
-        best = d;
-      }
-    }
-    L[static_cast<std::size_t>(best)].push_back(e);
-  }
+  for (const int e : omega)  // lines 12-15: the group with room where e raises the score most
+    L[static_cast<std::size_t>(best_group(affinity, L, e, [&](std::size_t n) { return static_cast<int>(n) < hi; }))]
+        .push_back(e);
   // Lines 16-20: groups below the minimum take the weakest-tied experts of groups above it, each
   // to the needy group where it scores highest.
   auto needy = [&] {
@@ -215,18 +222,7 @@ ExpertGroups controlled_grouping(const Eigen::MatrixXd& affinity, int groups, do
     if (from < 0) break;  // nothing can give: sizes as close as the experts allow
     auto& src = L[static_cast<std::size_t>(from)];
     src.erase(std::find(src.begin(), src.end(), weakest));
-    int to = -1;
-    double best_score = -std::numeric_limits<double>::infinity();
-    for (int d = 0; d < groups; ++d) {
-      if (static_cast<int>(L[static_cast<std::size_t>(d)].size()) >= lo) continue;
-      std::vector<int> with = L[static_cast<std::size_t>(d)];
-      with.push_back(weakest);
-      const double score = intra_score(affinity, with);
-      if (score > best_score) {
-        best_score = score;
-        to = d;
-      }
-    }
+    const int to = best_group(affinity, L, weakest, [&](std::size_t n) { return static_cast<int>(n) < lo; });
     L[static_cast<std::size_t>(to)].push_back(weakest);
   }
   for (auto& g : L) std::sort(g.begin(), g.end());
