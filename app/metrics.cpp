@@ -101,6 +101,11 @@ void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const
     const double total = std::accumulate(layer.gpu_tokens.begin(), layer.gpu_tokens.end(), 0.0);
     const double mx = static_cast<double>(*std::max_element(layer.gpu_tokens.begin(), layer.gpu_tokens.end()));
     gpu_imbalance_.push_back(total > 0 ? mx / (total / static_cast<double>(layer.gpu_tokens.size())) : 1.0);
+    // GRACE-MoE §5.1's load balance metric: the standard deviation of GPU load (selections) in a layer.
+    const double mean = total / static_cast<double>(layer.gpu_tokens.size());
+    double var = 0.0;
+    for (const std::int64_t n : layer.gpu_tokens) var += (static_cast<double>(n) - mean) * (static_cast<double>(n) - mean);
+    gpu_load_std_.push_back(std::sqrt(var / static_cast<double>(layer.gpu_tokens.size())));
   }
   skewness_.insert(skewness_.end(), skewness.begin(), skewness.end());
   for (const Forecast& f : forecasts) {
@@ -160,7 +165,8 @@ nlohmann::json MetricsCollector::summary() const {
   m["load"] = {{"skewness", mean_of(skewness_)},
                {"skewness_max", max_of(skewness_)},
                {"gpu_max_over_mean", mean_of(gpu_imbalance_)},
-               {"gpu_max_over_mean_max", max_of(gpu_imbalance_)}};
+               {"gpu_max_over_mean_max", max_of(gpu_imbalance_)},
+               {"gpu_load_std", mean_of(gpu_load_std_)}};
   // Means over MoE layers (of every batch) of what the predictor said it cost and how wrong it
   // was; the cost is also in the latencies, as the delay before each layer's attention.
   m["predictor_overhead_ms"] = mean_of(overhead_ms_);

@@ -65,6 +65,7 @@ class MetricsCollector {
   std::vector<double> alltoall_ms_;   ///< per (batch, MoE layer)
   std::vector<double> skewness_;      ///< per (batch, MoE layer)
   std::vector<double> gpu_imbalance_; ///< per (batch, MoE layer)
+  std::vector<double> gpu_load_std_;  ///< per (batch, MoE layer): std dev of selections per GPU
   std::vector<double> overhead_ms_;   ///< per (batch, MoE layer) with a forecast
   std::vector<double> error_;         ///< per (batch, MoE layer) with a forecast
   std::vector<BatchMetrics> batches_;

@@ -64,6 +64,10 @@ TEST(Runner, MetricsAreConsistent) {
   // Hot experts 0-3 sit on GPU 0 under contiguous placement and are spread by round-robin.
   EXPECT_GT(r["runs"][0]["metrics"]["load"]["gpu_max_over_mean"].get<double>(),
             r["runs"][1]["metrics"]["load"]["gpu_max_over_mean"].get<double>());
+  // The per-layer standard deviation of GPU load (GRACE-MoE §5.1) orders them the same way.
+  EXPECT_GT(r["runs"][0]["metrics"]["load"]["gpu_load_std"].get<double>(),
+            r["runs"][1]["metrics"]["load"]["gpu_load_std"].get<double>());
+  EXPECT_GT(r["runs"][1]["metrics"]["load"]["gpu_load_std"].get<double>(), 0.0);
   EXPECT_EQ(r["runs"][0]["metrics"]["tokens_dropped"].get<long long>(), 0);
   EXPECT_GT(r["runs"][2]["metrics"]["tokens_dropped"].get<long long>(), 0);
 }
