@@ -147,6 +147,28 @@ ClusterSpec pcie_8x(const char* name, const char* gpu_name) {
   return c;
 }
 
+// GRACE-MoE's machines as its §5.1 states them: one server of 8x RTX 3090 whose PCIe carries
+// 4 GB/s per direction, and servers of RTX 4090 (48 GB cards) on PCIe 4.0 at 63 GB/s per
+// direction, joined by 25 Gb Ethernet, used as 2 nodes x 2 GPUs and 2 nodes x 4 GPUs.
+ClusterSpec grace_rtx3090() {
+  ClusterSpec c = pcie_8x("grace-rtx3090-8x", "RTX-3090");
+  c.pcie_bandwidth_GBps = 4.0;
+  c.pcie_uplink_GBps = 4.0;
+  return c;
+}
+
+ClusterSpec grace_rtx4090(const char* name, int gpus_per_node) {
+  ClusterSpec c = pcie_8x(name, "RTX-4090");
+  c.gpu.memory_bytes = 48e9;
+  c.nodes = 2;
+  c.gpus_per_node = gpus_per_node;
+  c.gpus_per_pcie_switch = gpus_per_node;
+  c.pcie_bandwidth_GBps = 63.0;
+  c.pcie_uplink_GBps = 63.0;
+  c.sockets = 1;
+  return c;
+}
+
 void add(Registry<ClusterSpec>& r, const char* description, ClusterSpec c) {
   std::string name = c.name;
   r.add(std::move(name), description, std::move(c));
@@ -164,6 +186,11 @@ void register_presets(Registry<ClusterSpec>& r) {
       pcie_8x("pcie-8x-rtx3090", "RTX-3090"));
   add(r, "8x RTX 4090 on PCIe 4.0, 2 switches x 4 GPUs, 2 sockets, 25 GbE",
       pcie_8x("pcie-8x-rtx4090", "RTX-4090"));
+  add(r, "GRACE-MoE's 8x RTX 3090 server: PCIe at 4 GB/s per direction as its §5.1 states", grace_rtx3090());
+  add(r, "GRACE-MoE's 2 nodes x 2 RTX 4090 (48 GB), PCIe 4.0 at 63 GB/s per direction as stated, 25 GbE",
+      grace_rtx4090("grace-rtx4090-2x2", 2));
+  add(r, "GRACE-MoE's 2 nodes x 4 RTX 4090 (48 GB), PCIe 4.0 at 63 GB/s per direction as stated, 25 GbE",
+      grace_rtx4090("grace-rtx4090-2x4", 4));
   add(r, "2 DGX A100 nodes (16x A100-SXM4-80GB) joined by 8x 200 Gb/s HDR InfiniBand per node", dgx_a100(2));
   add(r, "2 DGX H100 nodes (16x H100-SXM-80GB) joined by 8x 400 Gb/s NDR InfiniBand per node", dgx_h100(2));
 }

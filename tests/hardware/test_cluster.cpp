@@ -335,3 +335,27 @@ TEST(ClusterSpec, MoreNodesAndSocketsScaleTheGraph) {
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+// GRACE-MoE's machines (§5.1): the 3090 server's PCIe at 4 GB/s per direction; the 4090 servers
+// at 63 GB/s inside a node and joined by 25 GbE, which bottlenecks every cross-node route (the
+// route leaves through the NIC behind the GPU's PCIe path).
+TEST(ClusterPresets, GraceMoeMachines) {
+  const Cluster c3090(cluster_presets().get("grace-rtx3090-8x").value);
+  EXPECT_EQ(c3090.num_gpus(), 8);
+  EXPECT_DOUBLE_EQ(c3090.route_bandwidth_Bps(0, 1), 4e9);
+  for (const char* name : {"grace-rtx4090-2x2", "grace-rtx4090-2x4"}) {
+    const Cluster c(cluster_presets().get(name).value);
+    const int per_node = c.spec().gpus_per_node;
+    EXPECT_EQ(c.num_nodes(), 2) << name;
+    EXPECT_DOUBLE_EQ(c.spec().gpu.memory_bytes, 48e9) << name;
+    EXPECT_DOUBLE_EQ(c.route_bandwidth_Bps(0, 1), 63e9) << name;
+    EXPECT_DOUBLE_EQ(c.route_bandwidth_Bps(0, per_node), 25e9 / 8) << name;
+    EXPECT_GT(c.route(c.gpu_endpoint(0), c.gpu_endpoint(per_node)).size(),
+              c.route(c.gpu_endpoint(0), c.gpu_endpoint(1)).size())
+        << name;
+  }
+}
+
+}  // namespace moesim
