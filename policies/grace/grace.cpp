@@ -1,0 +1,183 @@
+// `grace`: GRACE-MoE (§4) on the prefill engine — a first version. From a profiling window
+// (PolicyContext::profile_routing, untimed, before serving) each MoE layer gets its expert
+// affinity (co-activations: tokens choosing both experts) and expert loads; then
+//  - grouping (§4.1): `uniform` (experts in equal contiguous blocks, as vLLM and DeepSpeed place
+//    them) or `hierarchical` (spectral node groups, controlled GPU groups of ratio r; r = -1 takes
+//    the knee of Eq. 1 over r in {0, 0.125, ..., 1});
+//  - replication (§4.2): `none`, `fixed` (one copy of the heaviest group's hot experts on the least
+//    loaded GPU) or `dynamic` (Eq. 2 copies);
+//  - routing (§4.3): `home` (the primary copy), `wrr` (weighted draw over the copies, weights the
+//    inverse of Eq. 3's predicted loads) or `topology-aware` (Algorithm 5).
+// Communication (§5.1): a token bound to several experts on one GPU is sent there once. Not yet
+// (issue 15): the node level of §5.1's hierarchical all-to-all (a token crossing a node boundary
+// once and fanned out inside the node); rows go GPU to GPU over the ordinary all-to-all.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "core/rng.hpp"
+#include "policies/expert_parallel.hpp"
+#include "policies/grace/grouping.hpp"
+#include "policies/grace/replication.hpp"
+#include "policies/policy.hpp"
+
+namespace moesim {
+namespace {
+
+constexpr std::uint64_t kGraceRoutingStream = 0x96ACE0002ULL;
+
+/// One MoE layer's placement: the hosts of each expert (primary first) and the routing weights.
+struct GraceLayer {
+  std::vector<std::vector<int>> hosts;  ///< per expert
+  std::vector<double> weight;           ///< per GPU: 1 / predicted load (Eq. 3)
+};
+
+/// GRACE-MoE's grouping, replication and routing (see the file comment).
+class Grace final : public ExpertParallelPolicy {
+ public:
+  explicit Grace(const ParamSet& p)
+      : hierarchical_(p.get_string("grouping") == "hierarchical"),
+        replication_(p.get_string("replication")),
+        routing_(p.get_string("routing")),
+        ratio_(p.get_float("ratio")),
+        profile_batches_(static_cast<int>(p.get_int("profile_batches"))) {}
+
+  void setup(const PolicyContext& ctx) override {
+    const int E = ctx.model.experts, G = ctx.cluster.num_gpus(), M = ctx.model.num_moe_layers();
+    node_of_.clear();
+    for (int g = 0; g < G; ++g) node_of_.push_back(ctx.cluster.node_of_gpu(g));
+    layers_.assign(static_cast<std::size_t>(M), GraceLayer{});
+    for (int l = 0; l < M; ++l) {
+      Eigen::MatrixXd affinity = Eigen::MatrixXd::Zero(E, E);
+      std::vector<double> load(static_cast<std::size_t>(E), 0.0);
+      for (int b = 0; ctx.profile_routing && b < profile_batches_; ++b) add_profile(ctx.profile_routing(b, l), affinity, load);
+      place_layer(ctx, affinity, load, layers_[static_cast<std::size_t>(l)]);
+    }
+  }
+
+  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
+    std::vector<double> bytes(static_cast<std::size_t>(ctx.cluster.num_gpus()), 0.0);
+    for (const GraceLayer& layer : layers_)
+      for (const auto& hosts : layer.hosts)
+        for (const int g : hosts) bytes[static_cast<std::size_t>(g)] += ctx.model.expert_bytes();
+    return bytes;
+  }
+
+ protected:
+  Dispatch dispatch(const PolicyContext& ctx, const MoeLayerInput& in) override {
+    const LayerRouting& r = *in.routing;
+    const GraceLayer& layer = layers_[static_cast<std::size_t>(in.moe_index)];
+    Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
+    Rng rng = Rng::derive(kGraceRoutingStream, static_cast<std::uint64_t>(in.batch), static_cast<std::uint64_t>(in.moe_index));
+    std::map<int, double> weights;
+    std::vector<int> sent_to;  // this token's destination GPUs so far
+    for (std::int64_t t = 0; t < r.num_tokens; ++t) {
+      const int home = (*in.token_home)[static_cast<std::size_t>(t)];
+      sent_to.clear();
+      for (int s = 0; s < r.top_k; ++s) {
+        const int e = r.expert(t, s);
+        const auto& hosts = layer.hosts[static_cast<std::size_t>(e)];
+        int gpu = hosts.front();
+        if (hosts.size() > 1 && routing_ != "home") {
+          weights.clear();
+          for (const int g : hosts) weights.emplace(g, layer.weight[static_cast<std::size_t>(g)]);
+          gpu = routing_ == "wrr" ? choose_by_polling_weight(weights, rng) : topology_aware_route(weights, home, node_of_, rng);
+        }
+        // §5.1: a token routed to several experts on one device is sent once (and its outputs
+        // there return as one partial sum).
+        if (std::find(sent_to.begin(), sent_to.end(), gpu) == sent_to.end()) {
+          sent_to.push_back(gpu);
+          ++d.send[static_cast<std::size_t>(home)][static_cast<std::size_t>(gpu)];
+        }
+        ++d.load[static_cast<std::size_t>(gpu)][static_cast<std::size_t>(e)];
+      }
+    }
+    return d;
+  }
+
+ private:
+  /// Co-activations (both ways) and loads of one profiling batch.
+  static void add_profile(const LayerRouting& r, Eigen::MatrixXd& affinity, std::vector<double>& load) {
+    for (std::int64_t t = 0; t < r.num_tokens; ++t)
+      for (int a = 0; a < r.top_k; ++a) {
+        const int i = r.expert(t, a);
+        load[static_cast<std::size_t>(i)] += 1.0;
+        for (int b = a + 1; b < r.top_k; ++b) {
+          const int j = r.expert(t, b);
+          affinity(i, j) += 1.0;
+          affinity(j, i) += 1.0;
+        }
+      }
+  }
+
+  void place_layer(const PolicyContext& ctx, const Eigen::MatrixXd& affinity, const std::vector<double>& load,
+                   GraceLayer& layer) const {
+    const int E = ctx.model.experts, G = ctx.cluster.num_gpus();
+    std::vector<int> gpu_of = static_owner("contiguous", E, G);
+    const bool profiled = affinity.sum() > 0.0;
+    if (hierarchical_ && profiled) {
+      const int nodes = ctx.cluster.num_nodes(), per_node = ctx.cluster.spec().gpus_per_node;
+      std::vector<double> candidates;
+      for (int i = 0; i <= 8; ++i) candidates.push_back(i / 8.0);
+      if (nodes == 1) {
+        const double r = ratio_ >= 0.0 ? ratio_ : knee_ratio(affinity, G, candidates, 1);
+        const ExpertGroups groups = controlled_grouping(affinity, G, r, 1);
+        for (int g = 0; g < G; ++g)
+          for (const int e : groups[static_cast<std::size_t>(g)]) gpu_of[static_cast<std::size_t>(e)] = g;
+      } else {
+        // The knee is taken on the whole layer's GPU-level grouping; the paper picks it per set-up.
+        const double r = ratio_ >= 0.0 ? ratio_ : knee_ratio(affinity, G, candidates, 1);
+        gpu_of = hierarchical_grouping(affinity, nodes, per_node, r, 1);
+      }
+    }
+    layer.hosts.assign(static_cast<std::size_t>(E), {});
+    for (int e = 0; e < E; ++e) layer.hosts[static_cast<std::size_t>(e)] = {gpu_of[static_cast<std::size_t>(e)]};
+    std::vector<double> predicted(static_cast<std::size_t>(G), 0.0);
+    for (int e = 0; e < E; ++e) predicted[static_cast<std::size_t>(gpu_of[static_cast<std::size_t>(e)])] += load[static_cast<std::size_t>(e)];
+    if (replication_ != "none" && profiled) {
+      const ReplicationPlan plan = plan_replication(load, gpu_of, G, replication_ == "fixed");
+      for (const int e : plan.hot_experts)
+        for (const int g : plan.target_gpus) layer.hosts[static_cast<std::size_t>(e)].push_back(g);
+      predicted = plan.predicted_load;
+    }
+    // Routing weights, inversely proportional to the predicted loads (§4.3).
+    layer.weight.assign(static_cast<std::size_t>(G), 1.0);
+    for (int g = 0; g < G; ++g)
+      layer.weight[static_cast<std::size_t>(g)] = 1.0 / std::max(1.0, predicted[static_cast<std::size_t>(g)]);
+  }
+
+  bool hierarchical_;
+  std::string replication_;
+  std::string routing_;
+  double ratio_;
+  int profile_batches_;
+  std::vector<int> node_of_;
+  std::vector<GraceLayer> layers_;
+};
+
+const bool registered = policies().add(
+    "grace",
+    "GRACE-MoE (first version): affinity grouping (uniform | hierarchical spectral), dynamic replication of "
+    "hot experts (none | fixed | dynamic), routing home | weighted round-robin | topology-aware",
+    PolicyInfo{{ParamSpec{"grouping", ParamType::kString, "hierarchical", "",
+                          "uniform: equal contiguous expert blocks per GPU; hierarchical: spectral node groups, "
+                          "then controlled GPU groups (§4.1)",
+                          {}, {}, {"uniform", "hierarchical"}},
+                ParamSpec{"ratio", ParamType::kFloat, "-1", "",
+                          "non-uniformity ratio r of the GPU-level groups (Algorithm 3); -1 = the knee of Eq. 1",
+                          -1.0, 1.0, {}},
+                ParamSpec{"replication", ParamType::kString, "dynamic", "",
+                          "none; fixed: one copy of the heaviest group's hot experts on the least loaded GPU; "
+                          "dynamic: Eq. 2's copies (§4.2)",
+                          {}, {}, {"none", "fixed", "dynamic"}},
+                ParamSpec{"routing", ParamType::kString, "topology-aware", "",
+                          "home: the primary copy; wrr: weighted draw, weights 1/predicted load (Eq. 3); "
+                          "topology-aware: same GPU, then same node, then any (Algorithm 5)",
+                          {}, {}, {"home", "wrr", "topology-aware"}},
+                ParamSpec{"profile_batches", ParamType::kInt, "4", "batches",
+                          "profiling batches the affinity and loads come from (untimed, before serving)", 0.0,
+                          {}, {}}},
+               [](const ParamSet& p) { return std::make_unique<Grace>(p); }});
+
+}  // namespace
+}  // namespace moesim
