@@ -262,7 +262,7 @@ class ClaimsFile(unittest.TestCase):
         self.assertGreater(len(grace), 0)
         for c in grace:
             self.assertEqual(c["kind"], "not-run")
-            self.assertIn("policy not implemented yet", c["reason"])
+            self.assertIn("not set up yet", c["reason"])
         amoe = [c for c in self.claims if c["paper"] == "amoe"]
         self.assertGreater(len([c for c in amoe if c["kind"] != "not-run"]), 0)
         for c in amoe:
