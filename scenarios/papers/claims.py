@@ -41,6 +41,10 @@ METRICS = {
     "throughput": (lambda m: m["throughput_tokens_per_s"], True, "tok/s"),
     "ttft": (lambda m: m["ttft_ms"]["mean"], False, "ms"),
     "itl": (lambda m: m["itl_ms"]["mean"], False, "ms"),
+    "alltoall": (lambda m: m["alltoall_ms"], False, "ms"),
+    "idle": (lambda m: m["gpu_idle_fraction"]["mean"], False, "%"),
+    "inter_node_bytes": (lambda m: m["bytes"]["inter_node"], False, "B"),
+    "gpu_load_std": (lambda m: m["load"]["gpu_load_std"], False, ""),
     "layer": (lambda m: m["layer_latency_ms"]["mean"], False, "ms"),
     "waiting": (lambda m: m["gpu_time_breakdown"]["mean_fraction"]["waiting"], False, "%"),
     # Mean waiting fraction of GPUs 1..G-1, the GPUs HarMoEny's §III / §V-C1 report ("GPUs 1–7

@@ -83,6 +83,8 @@ EXPERIMENTS = {
                                   [(f"{a}+{8 - a} GPUs, 200 req/s", [f"policy.1.attention_gpus={a}", f"policy.4.attention_gpus={a}"])
                                    for a in (2, 6)],
                                   policies=["sglang-ep", "amoe-defrag", "pingpong-2"]),
+    # GRACE-MoE §5.3 (Fig. 5): the ablation ladder on 2 x 2 RTX 4090, OLMoE.
+    "grace-olmoe-2x2": exp("grace/olmoe-2x2.yaml", [("OLMoE, 128 x 64", [])]),
     # §5.2 (Fig. 10): 16 experts on two p4d nodes, and the one-node, 8-expert reference.
     "amoe-mixtral16-2node": exp("amoe/mixtral16-2node.yaml",
                                 [("16 experts, 2 nodes", []),
