@@ -41,7 +41,10 @@ AmoeDeployment amoe_deployment(const Scenario& s, const PluginEntry& entry) {
     fail("an expert GPU holds " + std::to_string(per_gpu) + " experts of every block (" + gigabytes(experts) +
          "), more than the " + gigabytes(usable) + " the engine may use (gpu_memory_utilization x memory)");
   const double weights = m.non_expert_params() * dtype_bytes(m.dtype);
-  const double activations = static_cast<double>(c.max_batch_tokens) * token_bytes(m) * 4.0;
+  // The activations of a full attention execution, as the synchronous engine sizes a step's
+  // (serving/memory.hpp).
+  const double activations =
+      dtype_bytes(m.dtype) * static_cast<double>(c.max_batch_tokens) * attention_activation_elements(m);
   const double block_bytes = static_cast<double>(s.serving.kv_block_tokens) * kv_cache_bytes_per_token(m);
   const auto blocks = static_cast<std::int64_t>(std::max(0.0, std::floor((usable - weights - activations) / block_bytes)));
   const std::int64_t longest = s.serving_workload.prompt.largest() + s.serving_workload.output.largest();

@@ -13,6 +13,11 @@ std::vector<double> MemoryEstimate::total() const {
   return t;
 }
 
+double attention_activation_elements(const ModelSpec& m) {
+  const double qkv = static_cast<double>((m.attention.heads + 2 * m.attention.kv_heads) * m.attention.head_dim);
+  return 3.0 * static_cast<double>(m.hidden) + qkv;
+}
+
 MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Policy& policy,
                                const PolicyContext& ctx, const std::vector<std::int64_t>& home_tokens,
                                const std::vector<std::int64_t>& expert_tokens) {
@@ -20,7 +25,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Polic
   const double b = dtype_bytes(m.dtype);
   const std::vector<double> experts = policy.expert_memory_bytes(ctx);
   const auto ffn_width = static_cast<double>(policy.expert_intermediate_width(ctx));
-  const double qkv = static_cast<double>((m.attention.heads + 2 * m.attention.kv_heads) * m.attention.head_dim);
+  const double per_token = attention_activation_elements(m);
   MemoryEstimate e;
   for (int g = 0; g < G; ++g) {
     const double t = static_cast<double>(home_tokens[g]);
@@ -29,8 +34,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Polic
     // Residual stream, normed copy, attention output and QKV of the home tokens, plus the
     // received selections' input, intermediate and output rows.
     const double sel = static_cast<double>(expert_tokens[g]);
-    e.activations.push_back(b * (t * (3.0 * static_cast<double>(m.hidden) + qkv) +
-                                 sel * (2.0 * static_cast<double>(m.hidden) + ffn_width)));
+    e.activations.push_back(b * (t * per_token + sel * (2.0 * static_cast<double>(m.hidden) + ffn_width)));
   }
   return e;
 }

@@ -29,6 +29,10 @@ std::vector<std::int64_t> home_tokens_of(const PrefillWorkload& w, int gpus);
 /// Selections per GPU if the layer were perfectly balanced (the memory check's working set).
 std::vector<std::int64_t> balanced_selections(const ModelSpec& m, const std::vector<std::int64_t>& home);
 
+/// Activation elements one token's attention keeps: residual stream, normed copy, attention
+/// output and its QKV rows (multiply by the dtype's bytes).
+double attention_activation_elements(const ModelSpec& m);
+
 /// "12.3 GB" (decimal gigabytes, three significant digits) for error messages.
 std::string gigabytes(double bytes);
 

@@ -26,10 +26,11 @@ namespace {
 
 constexpr std::uint64_t kGraceRoutingStream = 0x96ACE0002ULL;
 
-/// One MoE layer's placement: the hosts of each expert (primary first) and the routing weights.
+/// One MoE layer's placement: the hosts of each expert (primary first) and, for each expert
+/// with replicas, its hosts' routing weights (1 / predicted load, Eq. 3).
 struct GraceLayer {
-  std::vector<std::vector<int>> hosts;  ///< per expert
-  std::vector<double> weight;           ///< per GPU: 1 / predicted load (Eq. 3)
+  std::vector<std::vector<int>> hosts;           ///< per expert
+  std::vector<std::map<int, double>> weights;    ///< per expert: host GPU -> weight
 };
 
 /// GRACE-MoE's grouping, replication and routing (see the file comment).
@@ -69,7 +70,6 @@ class Grace final : public ExpertParallelPolicy {
     const GraceLayer& layer = layers_[static_cast<std::size_t>(in.moe_index)];
     Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
     Rng rng = Rng::derive(kGraceRoutingStream, static_cast<std::uint64_t>(in.batch), static_cast<std::uint64_t>(in.moe_index));
-    std::map<int, double> weights;
     std::vector<int> sent_to;  // this token's destination GPUs so far
     for (std::int64_t t = 0; t < r.num_tokens; ++t) {
       const int home = (*in.token_home)[static_cast<std::size_t>(t)];
@@ -79,9 +79,8 @@ class Grace final : public ExpertParallelPolicy {
         const auto& hosts = layer.hosts[static_cast<std::size_t>(e)];
         int gpu = hosts.front();
         if (hosts.size() > 1 && routing_ != "home") {
-          weights.clear();
-          for (const int g : hosts) weights.emplace(g, layer.weight[static_cast<std::size_t>(g)]);
-          gpu = routing_ == "wrr" ? choose_by_polling_weight(weights, rng) : topology_aware_route(weights, home, node_of_, rng);
+          const auto& w = layer.weights[static_cast<std::size_t>(e)];
+          gpu = routing_ == "wrr" ? choose_by_polling_weight(w, rng) : topology_aware_route(w, home, node_of_, rng);
         }
         // §5.1: a token routed to several experts on one device is sent once (and its outputs
         // there return as one partial sum).
@@ -140,10 +139,11 @@ class Grace final : public ExpertParallelPolicy {
         for (const int g : plan.target_gpus) layer.hosts[static_cast<std::size_t>(e)].push_back(g);
       predicted = plan.predicted_load;
     }
-    // Routing weights, inversely proportional to the predicted loads (§4.3).
-    layer.weight.assign(static_cast<std::size_t>(G), 1.0);
-    for (int g = 0; g < G; ++g)
-      layer.weight[static_cast<std::size_t>(g)] = 1.0 / std::max(1.0, predicted[static_cast<std::size_t>(g)]);
+    // Routing weights, inversely proportional to the predicted loads (§4.3), once per layer.
+    layer.weights.assign(static_cast<std::size_t>(E), {});
+    for (int e = 0; e < E; ++e)
+      for (const int g : layer.hosts[static_cast<std::size_t>(e)])
+        layer.weights[static_cast<std::size_t>(e)].emplace(g, 1.0 / std::max(1.0, predicted[static_cast<std::size_t>(g)]));
   }
 
   bool hierarchical_;
