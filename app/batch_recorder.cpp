@@ -15,7 +15,7 @@ void TrafficBytes::add(const Task& t, const Cluster& cluster) {
 }
 
 nlohmann::json TrafficBytes::to_json() const {
-  return {{"intra_node", intra_node}, {"inter_node", inter_node}, {"host_to_device", host_to_device}};
+  return {{"intra_gpu", intra_gpu}, {"intra_node", intra_node}, {"inter_node", inter_node}, {"host_to_device", host_to_device}};
 }
 
 BatchRecorder::BatchRecorder(const Cluster& cluster, Tick start, TrafficBytes& bytes)

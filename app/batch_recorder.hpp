@@ -19,6 +19,7 @@ namespace moesim {
 
 /// Bytes moved between endpoints, by class (result.json's `bytes`).
 struct TrafficBytes {
+  double intra_gpu = 0.0;  ///< all-to-all rows that stayed on their token's GPU (no transfer)
   double intra_node = 0.0;
   double inter_node = 0.0;
   double host_to_device = 0.0;  ///< either direction between a GPU and host memory

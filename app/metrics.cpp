@@ -81,6 +81,14 @@ nlohmann::json BatchMetrics::to_json() const {
           {"tokens_dropped", tokens_dropped}};
 }
 
+double gpu_load_std(const std::vector<std::int64_t>& gpu_tokens) {
+  const double n = static_cast<double>(gpu_tokens.size());
+  const double mean = std::accumulate(gpu_tokens.begin(), gpu_tokens.end(), 0.0) / n;
+  double var = 0.0;
+  for (const std::int64_t t : gpu_tokens) var += (static_cast<double>(t) - mean) * (static_cast<double>(t) - mean);
+  return std::sqrt(var / n);
+}
+
 MetricsCollector::MetricsCollector(const Cluster& cluster)
     : cluster_(cluster), gpu_time_(cluster.num_gpus()), memory_(cluster.num_gpus(), 0.0) {}
 
@@ -98,14 +106,11 @@ void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const
   BatchMetrics b;
   for (const auto& layer : moe) {
     b.tokens_dropped += layer.tokens_dropped;
+    bytes_.intra_gpu += layer.local_bytes;
     const double total = std::accumulate(layer.gpu_tokens.begin(), layer.gpu_tokens.end(), 0.0);
     const double mx = static_cast<double>(*std::max_element(layer.gpu_tokens.begin(), layer.gpu_tokens.end()));
     gpu_imbalance_.push_back(total > 0 ? mx / (total / static_cast<double>(layer.gpu_tokens.size())) : 1.0);
-    // GRACE-MoE §5.1's load balance metric: the standard deviation of GPU load (selections) in a layer.
-    const double mean = total / static_cast<double>(layer.gpu_tokens.size());
-    double var = 0.0;
-    for (const std::int64_t n : layer.gpu_tokens) var += (static_cast<double>(n) - mean) * (static_cast<double>(n) - mean);
-    gpu_load_std_.push_back(std::sqrt(var / static_cast<double>(layer.gpu_tokens.size())));
+    gpu_load_std_.push_back(gpu_load_std(layer.gpu_tokens));
   }
   skewness_.insert(skewness_.end(), skewness.begin(), skewness.end());
   for (const Forecast& f : forecasts) {

@@ -40,6 +40,10 @@ struct BatchMetrics {
   nlohmann::json to_json() const;
 };
 
+/// GRACE-MoE §5.1's load balance metric: the standard deviation of the selections each GPU
+/// computes in one MoE layer.
+double gpu_load_std(const std::vector<std::int64_t>& gpu_tokens);
+
 /// Accumulates per-batch observations and summarises them.
 class MetricsCollector {
  public:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "app/batch_recorder.hpp"
 #include "sim/chrome_trace.hpp"
 
 namespace moesim {
@@ -42,9 +43,21 @@ void ServingMetrics::add_step(const StepRecord& step) {
   for (const Task& task : g.tasks()) bytes_.add(task, cluster_);
   for (const MoeLayerOutput& moe : step.plan->moe) {
     dropped_ += moe.tokens_dropped;
+    bytes_.intra_gpu += moe.local_bytes;
     const double total = std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), 0.0);
     const double mx = static_cast<double>(*std::max_element(moe.gpu_tokens.begin(), moe.gpu_tokens.end()));
     if (total > 0) gpu_imbalance_.push_back(mx / (total / static_cast<double>(moe.gpu_tokens.size())));
+    if (total > 0) gpu_load_std_.push_back(gpu_load_std(moe.gpu_tokens));
+  }
+  if (!step.plan->moe.empty() && step.timing->size() == g.size()) {
+    // Each MoE layer's latency and all-to-all window within the step, as a prefill batch
+    // measures them (the step's bytes are counted above).
+    TrafficBytes counted_above;
+    BatchRecorder layers(cluster_, step.start, counted_above);
+    layers.add(g, 0, *step.timing, step.end);
+    layers.finish();
+    moe_layer_ms_.insert(moe_layer_ms_.end(), layers.layer_ms().begin(), layers.layer_ms().end());
+    alltoall_ms_.insert(alltoall_ms_.end(), layers.alltoall_ms().begin(), layers.alltoall_ms().end());
   }
   skewness_.insert(skewness_.end(), step.skewness.begin(), step.skewness.end());
   const double ms = ticks_to_ms(step.end - step.start);
@@ -127,6 +140,9 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   m["offered_rate_per_s"] =
       measured > 1 && last_arrival > first_arrival ? static_cast<double>(measured - 1) / seconds(last_arrival - first_arrival) : 0.0;
   if (config.slo_ttft_ms || config.slo_tpot_ms) m["goodput_requests_per_s"] = per_s(static_cast<double>(good));
+  // Per MoE layer of every step (GRACE-MoE §5's "MoE layer time" and all-to-all time).
+  m["layer_latency_ms"] = distribution_summary(moe_layer_ms_, true);
+  m["alltoall_ms"] = mean_of(alltoall_ms_);
   m["preemptions"] = engine.preemptions();
   m["kv_cache_peak_fraction"] = engine.kv_cache_peak_fraction();
   m["measurement_window_s"] = window;
@@ -145,7 +161,8 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   m["load"] = {{"skewness", mean_of(skewness_)},
                {"skewness_max", max_of(skewness_)},
                {"gpu_max_over_mean", mean_of(gpu_imbalance_)},
-               {"gpu_max_over_mean_max", max_of(gpu_imbalance_)}};
+               {"gpu_max_over_mean_max", max_of(gpu_imbalance_)},
+               {"gpu_load_std", mean_of(gpu_load_std_)}};
   m["tokens_dropped"] = dropped_;
   m["steps"] = {{"count", steps_},
                 {"step_ms", distribution_summary(step_ms_, true)},

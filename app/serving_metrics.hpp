@@ -43,7 +43,8 @@ class ServingMetrics {
   std::int64_t warmup_;
   std::vector<GpuTime> gpu_time_;  ///< per GPU, summed over its pool's steps
   TrafficBytes bytes_;
-  std::vector<double> skewness_, gpu_imbalance_, step_ms_, decode_step_ms_;
+  std::vector<double> skewness_, gpu_imbalance_, gpu_load_std_, step_ms_, decode_step_ms_;
+  std::vector<double> moe_layer_ms_, alltoall_ms_;  ///< per MoE layer of every step
   std::int64_t steps_ = 0;
   std::int64_t dropped_ = 0;
   std::int64_t prefill_tokens_ = 0, decode_tokens_ = 0;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "hardware/collectives.hpp"
+#include "hardware/hierarchical_all_to_all.hpp"
 #include "models/operators.hpp"
 
 namespace moesim {
@@ -129,10 +130,19 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
                                                 from_gpu ? CopyEngine::kPeer : CopyEngine::kHostToDevice));
   }
 
-  std::vector<std::vector<double>> bytes(G, std::vector<double>(G, 0.0));
-  for (int s = 0; s < G; ++s)
-    for (int t = 0; t < G; ++t) bytes[s][t] = static_cast<double>(d.send[s][t]) * tb;
-  const std::vector<TaskId> scattered = add_all_to_all(plan, cl, gpus, bytes, Phase::kDispatch, L, may_scatter);
+  if (!d.forward.empty() && !d.gather.empty())
+    throw std::logic_error("dispatch: a two-stage scatter with its own gather is not supported");
+  const auto to_bytes = [&](const std::vector<std::vector<std::int64_t>>& rows, bool transpose) {
+    std::vector<std::vector<double>> b(G, std::vector<double>(G, 0.0));
+    for (int s = 0; s < G; ++s)
+      for (int t = 0; t < G; ++t) b[s][t] = static_cast<double>(transpose ? rows[t][s] : rows[s][t]) * tb;
+    return b;
+  };
+  // Scatter: one all-to-all, or the node-aware two stages (send, then forward inside nodes).
+  std::vector<std::vector<std::vector<double>>> scatter{to_bytes(d.send, false)};
+  if (!d.forward.empty()) scatter.push_back(to_bytes(d.forward, false));
+  const std::vector<TaskId> scattered =
+      add_staged_all_to_all(plan, cl, gpus, scatter, Phase::kDispatch, L, may_scatter);
 
   MoeLayerOutput out;
   out.gpu_tokens.assign(G, 0);
@@ -154,12 +164,16 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
 
   // Gather: the reverse all-to-all, again a barrier collective.
   const TaskId all_computed = plan.join(experts_done, Phase::kCombine, L);
-  std::vector<std::vector<double>> back(G, std::vector<double>(G, 0.0));
-  for (int s = 0; s < G; ++s)
-    for (int t = 0; t < G; ++t)
-      back[s][t] = d.gather.empty() ? bytes[t][s] : static_cast<double>(d.gather[s][t]) * tb;
+  // Gather: the scatter's stages backwards (forwarded outputs return to their gateway first).
+  std::vector<std::vector<std::vector<double>>> combine;
+  if (!d.gather.empty()) combine.push_back(to_bytes(d.gather, false));
+  else {
+    if (!d.forward.empty()) combine.push_back(to_bytes(d.forward, true));
+    combine.push_back(to_bytes(d.send, true));
+  }
   const std::vector<TaskId> gathered =
-      add_all_to_all(plan, cl, gpus, back, Phase::kCombine, L, std::vector<TaskId>(G, all_computed));
+      add_staged_all_to_all(plan, cl, gpus, combine, Phase::kCombine, L, std::vector<TaskId>(G, all_computed));
+  for (int g = 0; g < G; ++g) out.local_bytes += scatter.front()[g][g] + combine.back()[g][g];
 
   out.done.resize(G);
   for (int g = 0; g < G; ++g) {

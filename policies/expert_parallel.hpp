@@ -50,6 +50,10 @@ struct Dispatch {
   /// not travel home → computing GPU in the scatter (e.g. tokens a token-to-expert prediction
   /// placed on their expert's GPU before attention, MoE-GPS §3.2.2).
   std::vector<std::vector<std::int64_t>> gather;
+  /// forward[gateway][dst]: rows a GPU forwards inside its node after the scatter (the second
+  /// stage of a node-aware all-to-all, hardware/hierarchical_all_to_all.hpp); the combine runs
+  /// both stages backwards. Empty (the default): a one-stage all-to-all. Not with `gather`.
+  std::vector<std::vector<std::int64_t>> forward;
   std::int64_t dropped = 0;
 
   /// Weight copies that must land before the destination computes its experts.

@@ -59,6 +59,9 @@ struct MoeLayerOutput {
   /// dispatch tensor, DeepSpeed); empty: `gpu_tokens`. Sizes the activation memory.
   std::vector<std::int64_t> gpu_rows;
   std::int64_t tokens_dropped = 0;
+  /// Bytes the layer's dispatch and combine kept on the token's own GPU (an all-to-all's
+  /// diagonal: no transfer). Reported as traffic `intra_gpu`.
+  double local_bytes = 0.0;
 };
 
 /// Base class of all policies.

@@ -8,14 +8,16 @@
 //    loaded GPU) or `dynamic` (Eq. 2 copies);
 //  - routing (§4.3): `home` (the primary copy), `wrr` (weighted draw over the copies, weights the
 //    inverse of Eq. 3's predicted loads) or `topology-aware` (Algorithm 5).
-// Communication (§5.1): a token bound to several experts on one GPU is sent there once. Not yet
-// (issue 15): the node level of §5.1's hierarchical all-to-all (a token crossing a node boundary
-// once and fanned out inside the node); rows go GPU to GPU over the ordinary all-to-all.
+// Communication (§5.1): a token bound to several experts on one GPU is sent there once, and with
+// `alltoall: hierarchical` (the default, as the paper implements it) a token bound for another
+// node crosses the node boundary once and is fanned out inside that node
+// (hardware/hierarchical_all_to_all.hpp).
 #include <algorithm>
 #include <map>
 #include <string>
 
 #include "core/rng.hpp"
+#include "hardware/hierarchical_all_to_all.hpp"
 #include "policies/expert_parallel.hpp"
 #include "policies/grace/grouping.hpp"
 #include "policies/grace/replication.hpp"
@@ -41,6 +43,7 @@ class Grace final : public ExpertParallelPolicy {
         replication_(p.get_string("replication")),
         routing_(p.get_string("routing")),
         ratio_(p.get_float("ratio")),
+        node_level_(p.get_string("alltoall") == "hierarchical"),
         profile_batches_(static_cast<int>(p.get_int("profile_batches"))) {}
 
   void setup(const PolicyContext& ctx) override {
@@ -70,10 +73,11 @@ class Grace final : public ExpertParallelPolicy {
     const GraceLayer& layer = layers_[static_cast<std::size_t>(in.moe_index)];
     Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
     Rng rng = Rng::derive(kGraceRoutingStream, static_cast<std::uint64_t>(in.batch), static_cast<std::uint64_t>(in.moe_index));
-    std::vector<int> sent_to;  // this token's destination GPUs so far
+    TokenDispatchRows rows(ctx.cluster, node_level_);
+    std::vector<int> dests;  // the GPU of each of this token's selections
     for (std::int64_t t = 0; t < r.num_tokens; ++t) {
       const int home = (*in.token_home)[static_cast<std::size_t>(t)];
-      sent_to.clear();
+      dests.clear();
       for (int s = 0; s < r.top_k; ++s) {
         const int e = r.expert(t, s);
         const auto& hosts = layer.hosts[static_cast<std::size_t>(e)];
@@ -82,15 +86,13 @@ class Grace final : public ExpertParallelPolicy {
           const auto& w = layer.weights[static_cast<std::size_t>(e)];
           gpu = routing_ == "wrr" ? choose_by_polling_weight(w, rng) : topology_aware_route(w, home, node_of_, rng);
         }
-        // §5.1: a token routed to several experts on one device is sent once (and its outputs
-        // there return as one partial sum).
-        if (std::find(sent_to.begin(), sent_to.end(), gpu) == sent_to.end()) {
-          sent_to.push_back(gpu);
-          ++d.send[static_cast<std::size_t>(home)][static_cast<std::size_t>(gpu)];
-        }
+        dests.push_back(gpu);
         ++d.load[static_cast<std::size_t>(gpu)][static_cast<std::size_t>(e)];
       }
+      rows.add_token(home, dests);
     }
+    d.send = rows.first();
+    if (rows.has_second_stage()) d.forward = rows.second();
     return d;
   }
 
@@ -150,6 +152,7 @@ class Grace final : public ExpertParallelPolicy {
   std::string replication_;
   std::string routing_;
   double ratio_;
+  bool node_level_;
   int profile_batches_;
   std::vector<int> node_of_;
   std::vector<GraceLayer> layers_;
@@ -157,7 +160,7 @@ class Grace final : public ExpertParallelPolicy {
 
 const bool registered = policies().add(
     "grace",
-    "GRACE-MoE (first version): affinity grouping (uniform | hierarchical spectral), dynamic replication of "
+    "GRACE-MoE: affinity grouping (uniform | hierarchical spectral), dynamic replication of "
     "hot experts (none | fixed | dynamic), routing home | weighted round-robin | topology-aware",
     PolicyInfo{{ParamSpec{"grouping", ParamType::kString, "hierarchical", "",
                           "uniform: equal contiguous expert blocks per GPU; hierarchical: spectral node groups, "
@@ -174,6 +177,10 @@ const bool registered = policies().add(
                           "home: the primary copy; wrr: weighted draw, weights 1/predicted load (Eq. 3); "
                           "topology-aware: same GPU, then same node, then any (Algorithm 5)",
                           {}, {}, {"home", "wrr", "topology-aware"}},
+                ParamSpec{"alltoall", ParamType::kString, "hierarchical", "",
+                          "hierarchical: a token crosses to each other node once and is forwarded inside it "
+                          "(§5.1); flat: sent to each destination GPU directly (once per GPU)",
+                          {}, {}, {"hierarchical", "flat"}},
                 ParamSpec{"profile_batches", ParamType::kInt, "4", "batches",
                           "profiling batches the affinity and loads come from (untimed, before serving)", 0.0,
                           {}, {}}},

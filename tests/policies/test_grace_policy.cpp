@@ -43,6 +43,24 @@ TEST(GracePolicy, CoActivationStructureCutsCrossNodeBytesUnderGraceOnly) {
   EXPECT_LT(inter_node(tight, 1), inter_node(tight, 0));
 }
 
+double bytes(const nlohmann::json& r, std::size_t run, const char* kind) {
+  return r["runs"][run]["metrics"]["bytes"][kind].get<double>();
+}
+
+TEST(GracePolicy, HierarchicalAllToAllCrossesEachNodeOnceAndKeepsTheSameLocalRows) {
+  const auto r = run(0.5, "[{name: grace, replication: none, routing: home, alltoall: flat}, "
+                          "{name: grace, replication: none, routing: home, alltoall: hierarchical}]");
+  // A token bound for both GPUs of the other node crosses 25 GbE once instead of twice, so the
+  // cross-node bytes fall; the forwarding adds as many bytes inside that node.
+  EXPECT_LT(bytes(r, 1, "inter_node"), 0.95 * bytes(r, 0, "inter_node"));
+  EXPECT_NEAR(bytes(r, 1, "inter_node") + bytes(r, 1, "intra_node"),
+              bytes(r, 0, "inter_node") + bytes(r, 0, "intra_node"), 1.0);
+  // Same placement, same selections: the rows that stay home are the same, and there are some.
+  EXPECT_GT(bytes(r, 0, "intra_gpu"), 0.0);
+  EXPECT_EQ(bytes(r, 0, "intra_gpu"), bytes(r, 1, "intra_gpu"));
+  EXPECT_LT(r["runs"][1]["metrics"]["alltoall_ms"].get<double>(), r["runs"][0]["metrics"]["alltoall_ms"].get<double>());
+}
+
 TEST(GracePolicy, EveryAblationRunsAndIsDeterministic) {
   const std::string policies =
       "[{name: grace, grouping: uniform, replication: none, routing: home}, "
