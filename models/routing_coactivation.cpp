@@ -5,13 +5,19 @@
 // models draw a token's k experts independently of each other and of the previous layer.
 //
 // Generative model, per token and MoE layer:
-//   * Experts are split into `groups` co-activation groups: expert e is in group e·groups/E (sizes
-//     differ by at most one; equal when groups divides E). Target shares p come from `shares`.
+//   * The model draws over positions 0..E-1, split into `groups` co-activation groups: position i
+//     is in group i·groups/E (sizes differ by at most one; equal when groups divides E). Target
+//     shares p (per position) come from `shares`. Position i is expert i with `layout:
+//     contiguous`; with `layout: shuffled` (the default) each MoE layer maps positions to experts
+//     by its own seeded permutation, so that neither a group nor a share rank is tied to expert
+//     ids (in a trained model they are not; contiguous placement would otherwise coincide with
+//     the groups by accident).
 //   * Slot 0 holds the first expert e1 ~ p. Each further slot is drawn, with probability `intra`,
 //     from e1's group (experts not yet chosen, ∝ p; from all remaining ones when the group has
 //     none left), otherwise from all remaining experts ∝ p.
 //   * Layer chaining: in MoE layer l > 0, with probability `follow`, e1 is drawn from the group
 //     of the token's e1 in layer l−1 (∝ p inside the group) instead of from p.
+// Everything below is over positions; a selection is mapped to its expert last.
 // Shares: e1 follows p exactly in every layer (a followed group was itself drawn with its mass
 // P(G), and p restricted to G has mass P(G)). The later slots are drawn without replacement and,
 // with intra > 0, concentrate in e1's group, so realised shares of all selections deviate from p
@@ -42,6 +48,8 @@ constexpr std::uint64_t kBatchTokenStream = 0xC0AC7B00ULL;
 constexpr std::uint64_t kRequestTokenStream = 0xC0AC75E0ULL;
 // Per (token, layer) draws, derived from the token's key.
 constexpr std::uint64_t kLayerStream = 0xC0AC71A7ULL;
+// The per-layer position -> expert permutations of `layout: shuffled`.
+constexpr std::uint64_t kLayoutStream = 0xC0AC1A70ULL;
 
 std::string num(double v) {
   std::ostringstream os;
@@ -52,18 +60,34 @@ std::string num(double v) {
 /// Experts draw first and co-activated experts by the rules in the header; shares p are fixed.
 class CoactivationRouting final : public RoutingModel {
  public:
-  CoactivationRouting(RoutingContext ctx, std::vector<double> p, int groups, double intra, double follow)
+  CoactivationRouting(RoutingContext ctx, std::vector<double> p, int groups, double intra, double follow,
+                      bool shuffled)
       : RoutingModel(std::move(ctx)), p_(std::move(p)), groups_(groups), intra_(intra), follow_(follow) {
     double sum = 0.0;
     for (const double v : p_) sum += v;
     for (double& v : p_) v /= sum;
+    if (!shuffled) return;
+    for (int l = 0; l < std::max(1, ctx_.moe_layers); ++l) {
+      std::vector<std::int32_t> perm(static_cast<std::size_t>(ctx_.experts));
+      for (int e = 0; e < ctx_.experts; ++e) perm[static_cast<std::size_t>(e)] = e;
+      Rng rng = Rng::derive(ctx_.seed, kLayoutStream, static_cast<std::uint64_t>(l));
+      for (std::size_t i = perm.size(); i > 1; --i)
+        std::swap(perm[i - 1], perm[static_cast<std::size_t>(rng.uniform01() * static_cast<double>(i)) % i]);
+      expert_at_.push_back(std::move(perm));
+    }
   }
 
   /// Pairs and layer chains are the point of this model: it is always routed token by token.
   bool supports_counts() const override { return false; }
 
-  /// The target shares p (exactly the first expert's; see the header for the others).
-  std::vector<double> distribution(int /*batch*/, int /*moe_layer*/, Rng& /*rng*/) const override { return p_; }
+  /// The target shares p (exactly the first expert's; see the header for the others), per expert.
+  std::vector<double> distribution(int /*batch*/, int moe_layer, Rng& /*rng*/) const override {
+    if (expert_at_.empty()) return p_;
+    std::vector<double> by_expert(p_.size());
+    const auto& perm = layout(moe_layer);
+    for (std::size_t i = 0; i < p_.size(); ++i) by_expert[static_cast<std::size_t>(perm[i])] = p_[i];
+    return by_expert;
+  }
 
   LayerRouting route(int batch, int moe_layer, std::int64_t tokens, Rng& /*rng*/) const override {
     LayerRouting r = empty(tokens);
@@ -82,11 +106,24 @@ class CoactivationRouting final : public RoutingModel {
     return r;
   }
 
-  int group_of(int expert) const {
-    return static_cast<int>(static_cast<std::int64_t>(expert) * groups_ / ctx_.experts);
+  /// The co-activation group of `expert` in `moe_layer`.
+  int group_of(int expert, int moe_layer) const {
+    int pos = expert;
+    if (!expert_at_.empty()) {
+      const auto& perm = layout(moe_layer);
+      pos = static_cast<int>(std::find(perm.begin(), perm.end(), expert) - perm.begin());
+    }
+    return group_of_position(pos);
   }
 
  private:
+  int group_of_position(int pos) const {
+    return static_cast<int>(static_cast<std::int64_t>(pos) * groups_ / ctx_.experts);
+  }
+  const std::vector<std::int32_t>& layout(int moe_layer) const {
+    return expert_at_[static_cast<std::size_t>(moe_layer) % expert_at_.size()];
+  }
+
   LayerRouting empty(std::int64_t tokens) const {
     LayerRouting r;
     r.num_tokens = tokens;
@@ -142,7 +179,7 @@ class CoactivationRouting final : public RoutingModel {
     // Inherited group: e1 ∝ p inside it, drawn from this layer's own stream.
     Rng here = layer_rng(token, moe_layer);
     here.uniform01();
-    const int g = group_of(root);
+    const int g = group_of_position(root);
     return draw(group_begin(g), group_begin(g + 1), nullptr, 0, here);
   }
 
@@ -150,7 +187,7 @@ class CoactivationRouting final : public RoutingModel {
     out[0] = first_expert(token, moe_layer);
     // Later slots use a separate stream so that the first expert's draws above stay unshared.
     Rng rng = Rng::derive(token, kLayerStream, static_cast<std::uint64_t>(static_cast<std::int64_t>(moe_layer)), 1);
-    const int g = group_of(out[0]);
+    const int g = group_of_position(out[0]);
     for (int s = 1; s < ctx_.top_k; ++s) {
       int e = -1;
       if (rng.uniform01() < intra_) e = draw(group_begin(g), group_begin(g + 1), out, s, rng);
@@ -158,6 +195,9 @@ class CoactivationRouting final : public RoutingModel {
       if (e < 0) e = draw_any_free(out, s);  // experts of zero share, when p has < k positive entries
       out[s] = e;
     }
+    if (expert_at_.empty()) return;
+    const auto& perm = layout(moe_layer);
+    for (int s = 0; s < ctx_.top_k; ++s) out[s] = perm[static_cast<std::size_t>(out[s])];
   }
 
   int draw_any_free(const std::int32_t* taken, int n_taken) const {
@@ -166,9 +206,10 @@ class CoactivationRouting final : public RoutingModel {
     return 0;
   }
 
-  std::vector<double> p_;
+  std::vector<double> p_;  ///< per position
   int groups_;
   double intra_, follow_;
+  std::vector<std::vector<std::int32_t>> expert_at_;  ///< per MoE layer: position -> expert; empty: contiguous
 };
 
 SourceLocation at(const ParamSet& p, const std::string& name, const SourceLocation& where) {
@@ -204,7 +245,8 @@ std::unique_ptr<RoutingModel> make_coactivation(const ParamSet& p, const Routing
   if (ctx.top_k > ctx.experts)
     throw InputError(where, "top_k (" + std::to_string(ctx.top_k) + ") exceeds the number of experts");
   return std::make_unique<CoactivationRouting>(ctx, base_shares(p, ctx, where), static_cast<int>(groups),
-                                               p.get_float("intra"), p.get_float("follow"));
+                                               p.get_float("intra"), p.get_float("follow"),
+                                               p.get_string("layout") == "shuffled");
 }
 
 ParamSpec float_param(std::string name, std::string def, std::string help, double min,
@@ -218,7 +260,11 @@ ParamSpec float_param(std::string name, std::string def, std::string help, doubl
     "probability intra, and its next layer's first expert from the same group with probability follow",
     RoutingModelInfo{
         {ParamSpec{"groups", ParamType::kInt, "4", "groups",
-                   "co-activation groups (expert e is in group e·groups/E; at most E)", 1.0, {}, {}},
+                   "co-activation groups (position i is in group i·groups/E; at most E)", 1.0, {}, {}},
+         ParamSpec{"layout", ParamType::kString, "shuffled", "",
+                   "which experts the positions are: shuffled: a seeded permutation per MoE layer (groups and "
+                   "share ranks not tied to expert ids, as in a trained model); contiguous: position i is expert i",
+                   {}, {}, {"shuffled", "contiguous"}},
          float_param("intra", "0.8", "probability that each further selection comes from the first expert's group",
                      0.0, 1.0),
          float_param("follow", "0.0",
@@ -227,8 +273,8 @@ ParamSpec float_param(std::string name, std::string def, std::string help, doubl
                      0.0, 1.0),
          ParamSpec{"shares", ParamType::kString, "uniform", "", "target per-expert shares p (of first experts)",
                    {}, {}, {"uniform", "zipf", "skewness"}},
-         float_param("zipf_s", "1.0", "Zipf exponent for shares: zipf (expert r gets ∝ 1/(r+1)^s)", 0.0),
-         float_param("skewness", "2.0", "MoE-GPS §2 max/mean share for shares: skewness (expert 0 hot)", 1.0)},
+         float_param("zipf_s", "1.0", "Zipf exponent for shares: zipf (position r gets ∝ 1/(r+1)^s)", 0.0),
+         float_param("skewness", "2.0", "MoE-GPS §2 max/mean share for shares: skewness (position 0 hot)", 1.0)},
         make_coactivation});
 
 }  // namespace

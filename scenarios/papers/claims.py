@@ -44,6 +44,10 @@ METRICS = {
     "alltoall": (lambda m: m["alltoall_ms"], False, "ms"),
     "idle": (lambda m: m["gpu_idle_fraction"]["mean"], False, "%"),
     "inter_node_bytes": (lambda m: m["bytes"]["inter_node"], False, "B"),
+    "intra_node_bytes": (lambda m: m["bytes"]["intra_node"], False, "B"),
+    # A serving run's span from its first arrival to its last completion: a fixed batch's
+    # end-to-end latency (GRACE-MoE §5.2).
+    "makespan": (lambda m: m["makespan_ms"], False, "ms"),
     "gpu_load_std": (lambda m: m["load"]["gpu_load_std"], False, ""),
     "layer": (lambda m: m["layer_latency_ms"]["mean"], False, "ms"),
     "waiting": (lambda m: m["gpu_time_breakdown"]["mean_fraction"]["waiting"], False, "%"),
@@ -314,7 +318,9 @@ def point_value(results, claim, point):
         if measure != "value":
             raise ValueError(f"{claim['id']}: measure {measure} needs b")
         return va, f"{ra.key} {fmt_metric(va, unit)}"
-    vb, rb = _pick(results, b_refs, metric, best=True)
+    # Of several b refs (baselines), the best by default; `combine_b: worst` takes the worst (a
+    # "maximum speedup over the baselines").
+    vb, rb = _pick(results, b_refs, metric, best=claim.get("combine_b", "best") != "worst")
     higher = METRICS[metric][1]
     na, nb = ra.key, rb.key
     if (ra.exp, ra.point) != (rb.exp, rb.point):
@@ -417,9 +423,13 @@ def evaluate(results, claim):
             return row
         if len(vals) > 1:
             agg = claim.get("aggregate", "max")
-            i = (max if agg == "max" else min)(range(len(vals)), key=lambda k: vals[k][0])
-            v, detail = vals[i]
-            detail = f"{agg} at {points[i]}: {detail}"
+            if agg == "mean":
+                v = sum(x for x, _ in vals) / len(vals)
+                detail = "mean of " + "; ".join(f"{p}: {fmt_value(x, claim)}" for p, (x, _) in zip(points, vals))
+            else:
+                i = (max if agg == "max" else min)(range(len(vals)), key=lambda k: vals[k][0])
+                v, detail = vals[i]
+                detail = f"{agg} at {points[i]}: {detail}"
         else:
             v, detail = vals[0]
         row["value"] = v

@@ -21,6 +21,9 @@ HARMOENY_SYSTEMS = ["deepspeed", "fastmoe", "fastermoe", "exflow", "round-robin"
 MOESHARD_BATCHES = (10, 50, 100, 250, 450)
 GPS_HW = {"nvlink": "hgx-a100-4gpu-nvlink", "pcie": "a100-4gpu-pcie"}
 GPS_SKEW = (1.0, 1.4, 2.0, 3.0, 4.0)
+GRACE_MODELS = [("OLMoE", "olmoe-1b-7b"), ("DeepSeek-V2-Lite", "deepseek-v2-lite"), ("Qwen3-30B-A3B", "qwen3-30b-a3b")]
+GRACE_HW = [("1x8 RTX 3090", "grace-rtx3090-8x"), ("2x2 RTX 4090", "grace-rtx4090-2x2"),
+            ("2x4 RTX 4090", "grace-rtx4090-2x4")]
 
 # name -> scenario file, grid: list of (point label, --set overrides), optionally the policy labels
 # to run (a subset of the file's) and a data file it needs under ../shared/data.
@@ -83,8 +86,13 @@ EXPERIMENTS = {
                                   [(f"{a}+{8 - a} GPUs, 200 req/s", [f"policy.1.attention_gpus={a}", f"policy.4.attention_gpus={a}"])
                                    for a in (2, 6)],
                                   policies=["sglang-ep", "amoe-defrag", "pingpong-2"]),
-    # GRACE-MoE §5.3 (Fig. 5): the ablation ladder on 2 x 2 RTX 4090, OLMoE.
-    "grace-olmoe-2x2": exp("grace/olmoe-2x2.yaml", [("OLMoE, 128 x 64", [])]),
+    # GRACE-MoE §5.3 (Fig. 5): the ablation ladder on 2 x 2 RTX 4090, for the three models.
+    "grace-ablation-2x2": exp("grace/ablation-2x2.yaml",
+                              [(name, [f"model={{preset: {preset}, dtype: bf16}}"]) for name, preset in GRACE_MODELS]),
+    # §5.2 (Fig. 4): GRACE-MoE against the baselines, three models on three clusters.
+    "grace-e2e": exp("grace/e2e.yaml",
+                     [(f"{name}, {hw}", [f"model={{preset: {preset}, dtype: bf16}}", f"hardware={hw_preset}"])
+                      for name, preset in GRACE_MODELS for hw, hw_preset in GRACE_HW]),
     # §5.2 (Fig. 10): 16 experts on two p4d nodes, and the one-node, 8-expert reference.
     "amoe-mixtral16-2node": exp("amoe/mixtral16-2node.yaml",
                                 [("16 experts, 2 nodes", []),

@@ -67,6 +67,8 @@ def setup_text(results, claim, row):
     point = row.get("point") or ""
     pts = claim.get("points")
     where = ", ".join(pts) if pts and claim["kind"] != "trend" else (f"{pts[0]} … {pts[-1]}" if pts else point)
+    if pts and len(pts) > 4 and claim["kind"] != "trend":
+        where = f"{len(pts)} points ({pts[0]} … {pts[-1]})"
     who = []
     for key in ("a", "b"):
         refs = claim.get(key)
@@ -78,7 +80,7 @@ def setup_text(results, claim, row):
             names = [os.path.commonprefix(names).rstrip("=") + "…" if os.path.commonprefix(names) else names[0] + " …"]
         txt = " / ".join(dict.fromkeys(names))
         if key == "b" and len(refs) > 1:
-            txt = f"best of {txt}"
+            txt = f"{'worst' if claim.get('combine_b') == 'worst' else 'best'} of {txt}"
         who.append(txt)
     size = ""
     try:

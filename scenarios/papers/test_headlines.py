@@ -3,7 +3,7 @@
 headline claims of claims.yaml need (seconds) and checks that each claim's winner is the paper's
 (verdict reproduced or direction only). `meson test papers_headline_<paper>` runs it.
 
-    test_headlines.py --moesim build/moesim --paper harmoeny|moeshard|moe-gps
+    test_headlines.py --moesim build/moesim --paper harmoeny|moeshard|moe-gps|grace
 
 A failure means a model change flipped a headline of the claims table: rerun `make papers` and
 look at the claim before changing this test.
@@ -26,6 +26,9 @@ HEADLINES = {
     # Under MoE-GPS's assumptions, skewness 1.4 on NVLink: distribution-only beats the best
     # token-to-expert predictor, at an intermediate accuracy.
     "moe-gps": ["G1", "G2"],
+    # OLMoE on 2 x 2 RTX 4090: GRACE-MoE beats the baselines end to end; hierarchical grouping
+    # and topology-aware routing each shorten the all-to-all.
+    "grace": ["R6", "R3", "R5"],
 }
 
 

@@ -23,11 +23,14 @@ RoutingContext context(int experts, int top_k, std::uint64_t seed = 1) {
   return c;
 }
 
-// Reads options as a scenario does: declared-range problems are diagnostics, thrown here.
+// Reads options as a scenario does: declared-range problems are diagnostics, thrown here. Groups
+// are contiguous expert ids unless the options say `layout` (the default is shuffled).
 std::unique_ptr<RoutingModel> make(const std::string& yaml, const RoutingContext& ctx) {
   const auto& info = routing_models().get("coactivation").value;
   Diagnostics d;
-  const ParamSet p = read_params(YAML::Load(yaml.empty() ? "{}" : yaml), info.params, SourceMap("t.yaml"), d);
+  YAML::Node node = YAML::Load(yaml.empty() ? "{}" : yaml);
+  if (!node["layout"]) node["layout"] = "contiguous";
+  const ParamSet p = read_params(node, info.params, SourceMap("t.yaml"), d);
   if (!d.empty()) throw InputError(SourceLocation{}, d.to_string());
   return info.make(p, ctx, SourceLocation{"t.yaml", 1, 1});
 }
@@ -165,6 +168,39 @@ TEST(Coactivation, SameSeedSameRoutingDifferentSeedDifferent) {
   EXPECT_EQ(route(*a, 1, 2, 5000).experts, route(*b, 1, 2, 5000).experts);
   EXPECT_NE(route(*a, 1, 2, 5000).experts, route(*c, 1, 2, 5000).experts);
   EXPECT_NE(route(*a, 1, 2, 5000).experts, route(*a, 2, 2, 5000).experts);  // another batch
+}
+
+TEST(Coactivation, ShuffledLayoutKeepsTheStructureButNotOnExpertIds) {
+  // 64 experts, 8 groups, top-8, intra 0.9, zipf shares: the same model over positions, each
+  // layer mapping positions to experts by its own permutation.
+  const RoutingContext ctx = context(64, 8, 3);
+  const auto shuffled = make("{groups: 8, intra: 0.9, shares: zipf, zipf_s: 1.0, layout: shuffled}", ctx);
+  const auto contiguous = make("{groups: 8, intra: 0.9, shares: zipf, zipf_s: 1.0}", ctx);
+  Rng rng(1);
+  std::vector<double> p0 = shuffled->distribution(0, 0, rng), p1 = shuffled->distribution(0, 1, rng);
+  const std::vector<double> pc = contiguous->distribution(0, 0, rng);
+  EXPECT_NE(p0, pc);  // the hottest share is not expert 0's
+  EXPECT_NE(p0, p1);  // and layers differ
+  std::sort(p0.begin(), p0.end());
+  std::vector<double> sorted = pc;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(p0, sorted);  // a permutation of the same shares
+  // Pairs of one token that fall in one contiguous block of 8 ids: the contiguous layout's are
+  // mostly same-group pairs; the shuffled layout's are at chance (1/8 of distinct pairs, minus
+  // the pair's own slot: 7/63).
+  const auto block_share = [](const LayerRouting& r) {
+    double same = 0, pairs = 0;
+    for (std::int64_t t = 0; t < r.num_tokens; ++t)
+      for (int a = 0; a < r.top_k; ++a)
+        for (int b = a + 1; b < r.top_k; ++b) {
+          pairs += 1;
+          same += r.expert(t, a) / 8 == r.expert(t, b) / 8;
+        }
+    return same / pairs;
+  };
+  const LayerRouting rs = route(*shuffled, 0, 1, 4000), rc = route(*contiguous, 0, 1, 4000);
+  EXPECT_GT(block_share(rc), 0.6);
+  EXPECT_NEAR(block_share(rs), 7.0 / 63.0, 0.03);
 }
 
 TEST(Coactivation, BadOptionsAreInputErrors) {
