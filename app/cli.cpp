@@ -51,9 +51,14 @@ ServingProgress serving_progress_line(bool enabled, double interval_s, std::shar
   };
 }
 
+void print_warnings(const Scenario& s) {
+  for (const Diagnostic& w : s.warnings) std::cerr << w.to_string() << "\n";
+}
+
 int cmd_run(const std::string& file, const std::vector<std::string>& sets, const std::string& out_opt, bool quiet,
             unsigned jobs) {
   const Scenario s = load_scenario(file, sets);
+  print_warnings(s);
   check_scenario_fits(s);
   const fs::path out = out_opt.empty() ? fs::path("results") / s.name : fs::path(out_opt);
   fs::create_directories(out);
@@ -74,6 +79,7 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, const
 
 int cmd_validate(const std::string& file, const std::vector<std::string>& sets) {
   const Scenario s = load_scenario(file, sets);
+  print_warnings(s);
   check_scenario_fits(s);
   std::cout << file << ": ok (" << s.policies.size() << " policies x " << s.predictors.size()
             << " predictors)\n";

@@ -159,6 +159,10 @@ nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir, con
                             unsigned jobs) {
   nlohmann::json result;
   result["scenario"] = yaml_to_json(s.resolved);
+  if (!s.warnings.empty()) {
+    result["warnings"] = nlohmann::json::array();
+    for (const Diagnostic& w : s.warnings) result["warnings"].push_back(w.to_string());
+  }
   result["runs"] = nlohmann::json::array();
   // Runs in result order, policies outermost; each builds its own cluster, routing model, policy,
   // predictor and simulator, and shares only the read-only scenario.

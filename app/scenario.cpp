@@ -302,6 +302,16 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
 
   s.policies = read_entries(root["policy"], root, policies(), "static-ep", src, diags, pol_res);
   s.predictors = read_entries(root["predictor"], root, predictors(), "none", src, diags, pred_res);
+  // Each policy's own check of its options against this model and cluster.
+  for (const PluginEntry& e : s.policies) {
+    const auto* entry = policies().find(e.name);
+    if (!entry || !entry->value.check || !diags.empty()) continue;
+    PolicyCheck found;
+    entry->value.check(e.params, s.model, s.hardware, found);
+    const auto at = [&](const std::string& option) { return !option.empty() && e.params.given(option) ? e.params.where(option) : e.where; };
+    for (const auto& item : found.errors) diags.error(at(item.option), e.name + ": " + item.message);
+    for (const auto& item : found.warnings) s.warnings.push_back(Diagnostic{at(item.option), e.name + ": " + item.message, true});
+  }
   // AMoE has its own engine: serving workloads, its own attention/expert split, no predictor.
   for (const PluginEntry& e : s.policies) {
     if (e.name != "amoe") continue;

@@ -70,6 +70,9 @@ struct Scenario {
   std::vector<PolicyEntry> policies;
   std::vector<PredictorEntry> predictors;  ///< runs = policies × predictors
   bool trace = false;
+  /// Accepted but questionable choices (`file:line:col: warning: ...`), printed by the CLI and
+  /// kept in result.json.
+  std::vector<Diagnostic> warnings;
   YAML::Node resolved;  ///< every value after presets, overrides and defaults
 };
 

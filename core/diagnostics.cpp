@@ -12,7 +12,9 @@ std::string SourceLocation::to_string() const {
   return os.str();
 }
 
-std::string Diagnostic::to_string() const { return where.to_string() + ": error: " + message; }
+std::string Diagnostic::to_string() const {
+  return where.to_string() + (warning ? ": warning: " : ": error: ") + message;
+}
 
 void Diagnostics::error(SourceLocation where, std::string message) {
   items_.push_back({std::move(where), std::move(message)});

@@ -18,7 +18,8 @@ struct SourceLocation {
 struct Diagnostic {
   SourceLocation where;
   std::string message;
-  std::string to_string() const;  // "file:line:col: error: message"
+  bool warning = false;           ///< a warning: reported, the input is still accepted
+  std::string to_string() const;  // "file:line:col: error: message" (or "warning: ")
 };
 
 /// Collects diagnostics so validation can report every problem, not just the first.

@@ -89,9 +89,23 @@ class Policy {
 };
 
 /// Registry entry: a one-line description is the registry's; this holds options and factory.
+/// What a policy's scenario-time check found: problems with its options on this model and
+/// cluster. Each names the option it is about ("" = the policy entry itself).
+struct PolicyCheck {
+  struct Item {
+    std::string option;
+    std::string message;
+  };
+  std::vector<Item> errors;    ///< the scenario is rejected (exit 2)
+  std::vector<Item> warnings;  ///< reported; the run goes ahead
+};
+
 struct PolicyInfo {
   std::vector<ParamSpec> params;
   std::function<std::unique_ptr<Policy>(const ParamSet&)> make;
+  /// Optional: checks the options against the model and cluster when the scenario loads, so
+  /// that bad combinations are located errors (or warnings) before anything runs.
+  std::function<void(const ParamSet&, const ModelSpec&, const ClusterSpec&, PolicyCheck&)> check = {};
 };
 Registry<PolicyInfo>& policies();
 

@@ -184,7 +184,21 @@ const bool registered = policies().add(
                 ParamSpec{"profile_batches", ParamType::kInt, "4", "batches",
                           "profiling batches the affinity and loads come from (untimed, before serving)", 0.0,
                           {}, {}}},
-               [](const ParamSet& p) { return std::make_unique<Grace>(p); }});
+               [](const ParamSet& p) { return std::make_unique<Grace>(p); },
+               [](const ParamSet& p, const ModelSpec& m, const ClusterSpec& c, PolicyCheck& found) {
+                 const double r = p.get_float("ratio");
+                 if (r < 0.0 && r != -1.0)
+                   found.errors.push_back({"ratio", "'ratio' must be in [0, 1] (Algorithm 3's r), or -1 for the knee "
+                                                    "of Eq. 1; got " + p.get_string("ratio")});
+                 const int gpus = c.nodes * c.gpus_per_node;
+                 // Algorithm 1 gives each of the D groups ⌊N_e / D⌋ >= 1 experts.
+                 if (m.experts < gpus)
+                   found.errors.push_back({"", "needs at least one expert per GPU to group (" + std::to_string(m.experts) +
+                                                   " experts on " + std::to_string(gpus) + " GPUs)"});
+                 if (c.nodes == 1 && p.get_string("grouping") == "hierarchical")
+                   found.warnings.push_back({"grouping", "a single-node cluster has no node level: hierarchical "
+                                                          "grouping groups GPUs only (Algorithm 3 over the GPUs)"});
+               }});
 
 }  // namespace
 }  // namespace moesim

@@ -7,6 +7,7 @@
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
+#include "core/diagnostics.hpp"
 
 namespace moesim {
 namespace {
@@ -59,6 +60,49 @@ TEST(GracePolicy, HierarchicalAllToAllCrossesEachNodeOnceAndKeepsTheSameLocalRow
   EXPECT_GT(bytes(r, 0, "intra_gpu"), 0.0);
   EXPECT_EQ(bytes(r, 0, "intra_gpu"), bytes(r, 1, "intra_gpu"));
   EXPECT_LT(r["runs"][1]["metrics"]["alltoall_ms"].get<double>(), r["runs"][0]["metrics"]["alltoall_ms"].get<double>());
+}
+
+// Bad input: located errors (exit 2 at the CLI) and the single-node warning.
+std::string scenario(const std::string& hardware, const std::string& model, const std::string& policy) {
+  return "model: " + model + "\nhardware: " + hardware +
+         "\nworkload: {kind: prefill, batch_size: 8, seq_len: 16, batches: 1, routing: {kind: coactivation, shares: zipf}}\n"
+         "policy:\n  - " + policy + "\n";
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    const Scenario s = load_scenario_text(text, "g.yaml");
+    check_scenario_fits(s);
+  } catch (const InputError& e) {
+    return e.diagnostics().front().to_string();
+  }
+  return "";
+}
+
+TEST(GracePolicy, BadOptionsAreLocatedErrorsAndOneNodeWarns) {
+  const std::string olmoe = "{preset: olmoe-1b-7b, layers: 2}";
+  // r outside [0, 1] (other than -1, the knee).
+  EXPECT_NE(error_of(scenario("grace-rtx4090-2x2", olmoe, "{name: grace, ratio: -0.5}")).find("g.yaml:5:"),
+            std::string::npos);
+  EXPECT_NE(error_of(scenario("grace-rtx4090-2x2", olmoe, "{name: grace, ratio: 1.5}")).find("error"), std::string::npos);
+  EXPECT_EQ(error_of(scenario("grace-rtx4090-2x2", olmoe, "{name: grace, ratio: -1}")), "");
+  // More GPU groups than experts.
+  const std::string few = error_of(scenario("{preset: grace-rtx4090-2x4, nodes: 4}", "{preset: mixtral-8x7b, layers: 2}", "grace"));
+  EXPECT_NE(few.find("at least one expert per GPU"), std::string::npos) << few;
+  // Replicas that do not fit: the same model fits without them.
+  // (OLMoE with 2 layers needs 0.90 GB per GPU without replicas, 1.03 GB with Eq. 2's.)
+  const std::string tight = "{preset: grace-rtx4090-2x2, gpu: {memory_GB: 0.95}}";
+  EXPECT_EQ(error_of(scenario(tight, olmoe, "{name: grace, replication: none}")), "");
+  EXPECT_NE(error_of(scenario(tight, olmoe, "{name: grace, replication: dynamic}")).find("does not fit"), std::string::npos);
+  // One node: hierarchical grouping warns and runs GPU-level grouping.
+  const Scenario one = load_scenario_text(scenario("grace-rtx3090-8x", olmoe, "{name: grace, grouping: hierarchical}"), "g.yaml");
+  ASSERT_EQ(one.warnings.size(), 1u);
+  EXPECT_NE(one.warnings[0].to_string().find("g.yaml:5:"), std::string::npos);
+  EXPECT_NE(one.warnings[0].to_string().find("warning: grace: a single-node cluster"), std::string::npos);
+  EXPECT_TRUE(load_scenario_text(scenario("grace-rtx3090-8x", olmoe, "{name: grace, grouping: uniform}"), "g.yaml").warnings.empty());
+  EXPECT_TRUE(load_scenario_text(scenario("grace-rtx4090-2x2", olmoe, "grace"), "g.yaml").warnings.empty());
+  const auto r = run_scenario(one);
+  ASSERT_EQ(r["warnings"].size(), 1u);
 }
 
 TEST(GracePolicy, EveryAblationRunsAndIsDeterministic) {
