@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "app/cli.hpp"
 #include "sim/simulator.hpp"
 #include "sim/tick.hpp"
@@ -110,6 +112,19 @@ TEST(Robustness, EplbDefaultWorksWhenGpusOutnumberExperts) {
                                  "workload: {batch_size: 16, seq_len: 32, batches: 1}\npolicy: [eplb]\n";
   const Outcome o = cli({"run", (d / "s.yaml").string(), "-q", "--out", (d / "out").string()});
   EXPECT_EQ(o.code, 0) << o.err;
+  fs::remove_all(d);
+}
+
+TEST(Robustness, VersionFlagAndResultRecordTheBuild) {
+  const auto r = testing_support::run_cli_captured({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("moesim 0.", 0), 0u) << r.out;
+  const fs::path d = scratch("version");
+  ASSERT_EQ(cli({"run", scenario_file(), "-q", "--out", d.string()}).code, 0);
+  std::ifstream in(d / "result.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_FALSE(j["moesim"]["version"].get<std::string>().empty());
+  EXPECT_FALSE(j["moesim"]["commit"].get<std::string>().empty());
   fs::remove_all(d);
 }
 
