@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -29,6 +30,12 @@ void apply_override(YAML::Node& root, const std::string& spec, SourceMap& src, D
     value = YAML::Load(spec.substr(eq + 1));
   } catch (const YAML::Exception& e) {
     diags.error(where, "value is not valid YAML: " + e.msg);
+    return;
+  }
+  if (spec.find_first_not_of(" \t", eq + 1) == std::string::npos) {
+    // `--set key=` would silently fall back to the default (an explicit `key=~` clears a key that
+    // takes none, e.g. hardware.calibration).
+    diags.error(where, "no value after '=': give one (a key's default applies when the key is left out)");
     return;
   }
   std::vector<std::string> keys;
@@ -66,13 +73,37 @@ void apply_override(YAML::Node& root, const std::string& spec, SourceMap& src, D
       m[entry ? "name" : "preset"] = cur.Scalar();
       cur = m;  // assignment (not reset): replaces the scalar inside the tree
     }
+    const bool fresh = !cur[k];
+    if (last) cur[k] = value;
+    else if (!cur[k] || cur[k].IsNull()) cur[k] = YAML::Node(YAML::NodeType::Map);
+    if (fresh)  // a key the file lacks: problems with it are the --set's (e.g. a misspelt path)
+      for (auto it = cur.begin(); it != cur.end(); ++it)
+        if (it->first.IsScalar() && it->first.Scalar() == k) src.add_override(it->first, "--set " + spec);
     if (last) {
-      cur[k] = value;
       src.add_override(cur[k], "--set " + spec);
       return;
     }
-    if (!cur[k] || cur[k].IsNull()) cur[k] = YAML::Node(YAML::NodeType::Map);
     cur.reset(cur[k]);
+  }
+}
+
+/// yaml-cpp keeps a mapping's repeated key and reads its first value: a silent surprise. Every
+/// repeat is a located error instead.
+void report_duplicate_keys(const YAML::Node& node, const SourceMap& src, Diagnostics& diags) {
+  if (node.IsSequence()) {
+    for (const auto& item : node) report_duplicate_keys(item, src, diags);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    if (kv.first.IsScalar()) {
+      const auto [it, fresh] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
+      if (!fresh)
+        diags.error(src.locate(kv.first), "duplicate key '" + kv.first.Scalar() + "' (first at line " +
+                                              std::to_string(it->second.line + 1) + "): only one is kept");
+    }
+    report_duplicate_keys(kv.second, src, diags);
   }
 }
 
@@ -274,6 +305,10 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
     s.workload_kind = WorkloadKind::kServing;
     read_serving_sections(root, s, src, diags, cluster_ok, wl_res, serving_res, deployment_res);
   } else {
+    if (!wl)
+      s.warnings.push_back(Diagnostic{SourceLocation{src.file(), 0, 0},
+                                      "no 'workload' section: the prefill defaults apply (see `workload:` in the README)",
+                                      true});
     const ParamSet w = read_params(wl, workload_specs(), src, diags, {"routing"});
     s.workload.batch_size = w.get_int("batch_size");
     s.workload.seq_len = w.get_int("seq_len");
@@ -380,14 +415,27 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
   SourceMap src(file);
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      const YAML::Mark m = docs[1].Mark();
+      throw InputError(SourceLocation{file, m.line + 1, m.column + 1},
+                       "a second YAML document: a scenario is one document (remove the '---' and what follows, "
+                       "or split it into two files)");
+    }
+    if (!docs.empty()) root = docs.front();
   } catch (const YAML::ParserException& e) {
     throw InputError(SourceLocation{file, e.mark.line + 1, e.mark.column + 1}, "malformed YAML: " + e.msg);
   }
+  Diagnostics dup;
+  report_duplicate_keys(root, src, dup);
+  dup.throw_if_any();
   return build(root, src, overrides, base_dir);
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(SourceLocation{path, 0, 0}, "is a directory, not a scenario file");
   std::ifstream in(path);
   if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read scenario file");
   std::stringstream buf;

@@ -175,7 +175,12 @@ ParamSet read_params(const YAML::Node& map, const std::vector<ParamSpec>& specs,
     v.type = spec.type;
     const YAML::Node given = have_map ? map[spec.name] : YAML::Node();
     bool ok = false;
-    if (given && !given.IsNull()) {
+    if (have_map && given && given.IsNull()) {
+      // `key: ~` or `key:` would silently mean the default.
+      diags.error(sources.locate(given), "'" + spec.name + "' has no value: give one, or leave the key out for its default");
+      v.given = true;
+      v.where = sources.locate(given);
+    } else if (given && !given.IsNull()) {
       v.given = true;
       v.where = sources.locate(given);
       if (is_list(spec.type)) {

@@ -115,6 +115,41 @@ TEST(Robustness, EplbDefaultWorksWhenGpusOutnumberExperts) {
   fs::remove_all(d);
 }
 
+// Section 2: inputs that used to be accepted with an answer nobody asked for.
+TEST(Robustness, NothingAcceptedSilently) {
+  const fs::path d = scratch("silent");
+  fs::create_directories(d);
+  const std::string base = "name: s\nmodel: switch-base-8\nhardware: dgx-a100\n";
+  const auto validate = [&](const std::string& text, std::vector<std::string> extra = {}) {
+    std::ofstream(d / "s.yaml") << text;
+    std::vector<std::string> args{"validate", (d / "s.yaml").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli(args);
+  };
+  Outcome o = validate(base + "seed: 1\nseed: 2\n");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("s.yaml:5:1: error: duplicate key 'seed' (first at line 4)"), std::string::npos) << o.err;
+  o = validate(base + "---\nname: t\n");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("s.yaml:5:1: error: a second YAML document"), std::string::npos) << o.err;
+  o = validate(base + "seed: ~\n");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("s.yaml:4:7: error: 'seed' has no value"), std::string::npos) << o.err;
+  o = validate(base, {"--set", "seed="});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--set seed=: error: no value"), std::string::npos) << o.err;
+  o = validate(base, {"--set", "hardware.nosuch=3"});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--set hardware.nosuch=3: error: unknown option 'nosuch'"), std::string::npos) << o.err;
+  o = validate(base);  // no workload: legal, the defaults apply, said aloud
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("warning: no 'workload' section"), std::string::npos) << o.err;
+  o = cli({"validate", d.string()});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("is a directory"), std::string::npos) << o.err;
+  fs::remove_all(d);
+}
+
 TEST(Robustness, VersionFlagAndResultRecordTheBuild) {
   const auto r = testing_support::run_cli_captured({"--version"});
   EXPECT_EQ(r.code, 0);
