@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "app/scenario.hpp"
 #include "app/summary.hpp"
 #include "core/diagnostics.hpp"
+#include "core/version.hpp"
 
 namespace moesim {
 
@@ -25,14 +28,28 @@ void write_atomically(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
   {
     std::ofstream out(tmp);
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    // An unwritable output is the user's to fix (exit 2), with the OS's reason.
+    const auto fail = [&] { throw fs::filesystem_error("cannot write", tmp, std::error_code(errno, std::generic_category())); };
+    if (!out) fail();
     out << text;
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
+    if (!out.flush()) fail();
   }
   fs::rename(tmp, path);
 }
 
 namespace {
+
+/// Rejects NaN and infinities, which CLI11's range checks let through.
+const CLI::Validator finite_number(
+    [](std::string& v) {
+      try {
+        const double x = std::stod(v);
+        return std::isfinite(x) ? std::string() : "must be a finite number, got " + v;
+      } catch (const std::exception&) {
+        return "not a number: " + v;
+      }
+    },
+    "FINITE");
 
 /// A serving run's progress on stderr (simulated time, requests finished), redrawn at most every
 /// `serving.progress_interval_s` of wall time; only when stderr is a terminal and the run is not quiet.
@@ -92,6 +109,7 @@ int run_cli(int argc, char** argv) {
   CLI::App app{"moesim: discrete-event performance simulator for Mixture-of-Experts inference"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "all subcommands' help");
+  app.set_version_flag("--version", std::string("moesim ") + moesim_version() + " (" + moesim_commit() + ")");
 
   std::string file, out;
   std::vector<std::string> sets;
@@ -140,7 +158,7 @@ int run_cli(int argc, char** argv) {
     auto* c = cost->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster");
     c->add_option("--hardware", hardware, "hardware preset")->required();
     c->add_option("--gpus", gpus, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
-    c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(CLI::NonNegativeNumber);
+    c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(finite_number)->check(CLI::NonNegativeNumber);
     c->add_flag("--json", json, "machine-readable output");
     c->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
     c->add_option("--network-model", network_model, "network backend timing the flows (default: flow)")
@@ -159,7 +177,7 @@ int run_cli(int argc, char** argv) {
   fit->add_option("--base", base, "hardware preset the measurements were taken on")->required();
   fit->add_option("--out", profile_out, "profile to write (YAML)")->required();
   fit->add_option("--holdout", holdout, "fraction of samples kept out of the fit for `report`")
-      ->check(CLI::Range(0.0, 0.5));
+      ->check(finite_number)->check(CLI::Range(0.0, 0.5));
   std::string profile_in;
   auto* report = calibrate->add_subcommand("report", "error of the profile and of its base preset per op class");
   report->add_option("profile", profile_in, "profile from `moesim calibrate fit`")->required();
@@ -185,6 +203,16 @@ int run_cli(int argc, char** argv) {
     if (report->parsed()) return cli_calibrate_report(profile_in, measurement_files, json);
   } catch (const InputError& e) {
     for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
+    return 2;
+  } catch (const fs::filesystem_error& e) {
+    std::cerr << "moesim: error: cannot write the output: " << e.code().message() << " [" << e.path1().string()
+              << "]\n";
+    return 2;
+  } catch (const TimeRangeError& e) {
+    // Valid-looking numbers whose durations leave simulated time's range (sim/tick.hpp).
+    std::cerr << (file.empty() ? std::string("moesim") : file) << ": error: " << e.what()
+              << ": an input is too extreme to simulate (a bandwidth or peak near zero, a latency of days, "
+                 "a buffer of exabytes)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "moesim: internal error: " << e.what() << "\n";

@@ -24,6 +24,10 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
   }
   DType dt;
   parse_dtype(dtype_str, dt);
+  if (gpu.peak(dt) <= 0.0)
+    throw InputError(SourceLocation{"--dtype", 0, 0}, gpu.name + " has no " + dtype_name(dt) +
+                                                          " tensor cores (its " + dtype_name(dt) +
+                                                          " peak is 0): choose a dtype it supports");
   const ComputeCostModel model(gpu, ComputeEfficiency{}, profile);
   const Op op = make_gemm("gemm", m, n, k, dt);
   const double kernel_us = model.kernel_seconds(op) * 1e6;

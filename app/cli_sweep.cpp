@@ -245,6 +245,9 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     } catch (const InputError& e) {  // e.g. a layout that outgrows memory only once routed
       line["error"] = nlohmann::json::array();
       for (const auto& d : e.diagnostics()) line["error"].push_back(d.to_string());
+    } catch (const TimeRangeError& e) {  // durations past simulated time's range: the point's inputs
+      line["error"] = nlohmann::json::array({spec.file + ": error: " + e.what() + " (sweep point " +
+                                             std::to_string(p.index) + ")"});
     }
     const std::string text = line.dump() + "\n";
     const std::lock_guard lock(out_mutex);

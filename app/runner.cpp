@@ -14,6 +14,7 @@
 #include "app/run_context.hpp"
 #include "app/serving_metrics.hpp"
 #include "app/serving_run.hpp"
+#include "core/version.hpp"
 #include "sim/chrome_trace.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
@@ -158,6 +159,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
 nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir, const ServingProgress& progress,
                             unsigned jobs) {
   nlohmann::json result;
+  result["moesim"] = {{"version", moesim_version()}, {"commit", moesim_commit()}};
   result["scenario"] = yaml_to_json(s.resolved);
   if (!s.warnings.empty()) {
     result["warnings"] = nlohmann::json::array();

@@ -302,6 +302,13 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
 
   s.policies = read_entries(root["policy"], root, policies(), "static-ep", src, diags, pol_res);
   s.predictors = read_entries(root["predictor"], root, predictors(), "none", src, diags, pred_res);
+  // A dtype the GPU has no tensor cores for is priced at the GPU's fp32 rate (e.g. weight-only
+  // fp8 on A100 dequantises to a wider type): legitimate, but worth saying.
+  if (diags.empty() && s.hardware.gpu.peak(s.model.dtype) <= 0.0)
+    s.warnings.push_back(Diagnostic{s.model_where,
+                                    "model dtype " + std::string(dtype_name(s.model.dtype)) + " has no tensor cores on " +
+                                        s.hardware.gpu.name + ": its kernels are priced at the fp32 peak",
+                                    true});
   // Each policy's own check of its options against this model and cluster.
   for (const PluginEntry& e : s.policies) {
     const auto* entry = policies().find(e.name);

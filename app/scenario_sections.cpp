@@ -1,6 +1,7 @@
 #include "app/scenario_sections.hpp"
 
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 namespace moesim {
@@ -14,13 +15,19 @@ std::string num(double v) {
 }
 
 ParamSpec int_field(const std::string& name, double def, bool has_def, const std::string& unit,
-                    const std::string& help, double min = 0.0) {
-  return ParamSpec{name, ParamType::kInt, has_def ? num(def) : "", unit, help, min, {}, {}};
+                    const std::string& help, double min = 0.0, std::optional<double> max = {}) {
+  return ParamSpec{name, ParamType::kInt, has_def ? num(def) : "", unit, help, min, max, {}};
 }
 ParamSpec float_field(const std::string& name, double def, const std::string& unit, const std::string& help,
-                      double min = 0.0) {
-  return ParamSpec{name, ParamType::kFloat, num(def), unit, help, min, {}, {}};
+                      double min = 0.0, std::optional<double> max = {}) {
+  return ParamSpec{name, ParamType::kFloat, num(def), unit, help, min, max, {}};
 }
+
+// Physical ranges of hardware parameters: wide enough for any machine, past or planned, narrow
+// enough that every duration stays within simulated time's range (sim/tick.hpp).
+constexpr double kMaxTflops = 1e5;          // 100 PFLOP/s per GPU
+constexpr double kMinGBps = 1e-3, kMaxGBps = 1e6;  // 1 MB/s .. 1 PB/s
+constexpr double kMaxLatencyUs = 1e6;       // one second per hop or launch
 ParamSpec choice_field(const std::string& name, const std::string& def, const std::string& help,
                        std::vector<std::string> choices) {
   return ParamSpec{name, ParamType::kString, def, "", help, {}, {}, std::move(choices)};
@@ -158,38 +165,39 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
 
 std::vector<ParamSpec> gpu_field_specs(const GpuSpec& g) {
   return {
-      float_field("fp32_TFLOPS", g.peak(DType::kFp32) / 1e12, "TFLOP/s", "dense fp32 peak"),
-      float_field("fp16_TFLOPS", g.peak(DType::kFp16) / 1e12, "TFLOP/s", "dense fp16 tensor peak (0 = unsupported)"),
-      float_field("bf16_TFLOPS", g.peak(DType::kBf16) / 1e12, "TFLOP/s", "dense bf16 tensor peak (0 = unsupported)"),
-      float_field("fp8_TFLOPS", g.peak(DType::kFp8) / 1e12, "TFLOP/s", "dense fp8 tensor peak (0 = unsupported)"),
-      float_field("hbm_bandwidth_GBps", g.hbm_bandwidth_Bps / 1e9, "GB/s", "device memory bandwidth"),
-      float_field("memory_GB", g.memory_bytes / 1e9, "GB", "device memory capacity"),
-      int_field("pcie_gen", g.pcie_gen, true, "", "PCIe generation of the host link", 1),
-      int_field("sm_count", g.sm_count, true, "", "streaming multiprocessors"),
-      int_field("copy_engines", g.copy_engines, true, "", "asynchronous copy engines", 1),
-      float_field("kernel_launch_us", g.kernel_launch_us, "us", "fixed cost per kernel launch"),
+      float_field("fp32_TFLOPS", g.peak(DType::kFp32) / 1e12, "TFLOP/s", "dense fp32 peak", 0.0, kMaxTflops),
+      float_field("fp16_TFLOPS", g.peak(DType::kFp16) / 1e12, "TFLOP/s", "dense fp16 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
+      float_field("bf16_TFLOPS", g.peak(DType::kBf16) / 1e12, "TFLOP/s", "dense bf16 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
+      float_field("fp8_TFLOPS", g.peak(DType::kFp8) / 1e12, "TFLOP/s", "dense fp8 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
+      float_field("hbm_bandwidth_GBps", g.hbm_bandwidth_Bps / 1e9, "GB/s", "device memory bandwidth", kMinGBps, kMaxGBps),
+      float_field("memory_GB", g.memory_bytes / 1e9, "GB", "device memory capacity", 1e-3, 1e5),
+      int_field("pcie_gen", g.pcie_gen, true, "", "PCIe generation of the host link", 1, 8),
+      int_field("sm_count", g.sm_count, true, "", "streaming multiprocessors", 0, 1e5),
+      int_field("copy_engines", g.copy_engines, true, "", "asynchronous copy engines", 1, 64),
+      float_field("kernel_launch_us", g.kernel_launch_us, "us", "fixed cost per kernel launch", 0.0, kMaxLatencyUs),
   };
 }
 
 std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
   return {
-      int_field("nodes", c.nodes, true, "", "nodes joined by NICs", 1),
-      int_field("gpus_per_node", c.gpus_per_node, true, "", "GPUs in each node", 1),
+      int_field("nodes", c.nodes, true, "", "nodes joined by NICs", 1, 16384),
+      int_field("gpus_per_node", c.gpus_per_node, true, "", "GPUs in each node", 1, 1024),
       choice_field("fabric", fabric_name(c.fabric), "intra-node GPU interconnect",
                    {"nvswitch", "nvlink-mesh", "hybrid-cube-mesh", "pcie"}),
       float_field("nvlink_bandwidth_GBps", c.nvlink_bandwidth_GBps, "GB/s",
-                  "per direction: per GPU (nvswitch), per pair (nvlink-mesh), per brick (hybrid-cube-mesh)"),
-      float_field("nvlink_latency_us", c.nvlink_latency_us, "us", "per NVLink hop"),
-      float_field("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps, "GB/s", "GPU to PCIe switch, per direction"),
-      float_field("pcie_latency_us", c.pcie_latency_us, "us", "per PCIe hop"),
-      int_field("gpus_per_pcie_switch", c.gpus_per_pcie_switch, true, "", "GPUs under each PCIe switch", 1),
-      float_field("pcie_uplink_GBps", c.pcie_uplink_GBps, "GB/s", "PCIe switch to CPU, per direction"),
-      int_field("sockets", c.sockets, true, "", "CPU sockets per node", 1),
-      float_field("socket_link_GBps", c.socket_link_GBps, "GB/s", "CPU to CPU link, per direction"),
-      float_field("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps, "Gbit/s", "per NIC, per direction"),
-      int_field("nics_per_node", c.nics_per_node, true, "", "NICs per node"),
-      float_field("nic_latency_us", c.nic_latency_us, "us", "NIC to network switch hop"),
-      float_field("collective_launch_us", c.collective_launch_us, "us", "fixed software cost of one collective"),
+                  "per direction: per GPU (nvswitch), per pair (nvlink-mesh), per brick (hybrid-cube-mesh)", kMinGBps,
+                  kMaxGBps),
+      float_field("nvlink_latency_us", c.nvlink_latency_us, "us", "per NVLink hop", 0.0, kMaxLatencyUs),
+      float_field("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps, "GB/s", "GPU to PCIe switch, per direction", kMinGBps, kMaxGBps),
+      float_field("pcie_latency_us", c.pcie_latency_us, "us", "per PCIe hop", 0.0, kMaxLatencyUs),
+      int_field("gpus_per_pcie_switch", c.gpus_per_pcie_switch, true, "", "GPUs under each PCIe switch", 1, 1024),
+      float_field("pcie_uplink_GBps", c.pcie_uplink_GBps, "GB/s", "PCIe switch to CPU, per direction", kMinGBps, kMaxGBps),
+      int_field("sockets", c.sockets, true, "", "CPU sockets per node", 1, 64),
+      float_field("socket_link_GBps", c.socket_link_GBps, "GB/s", "CPU to CPU link, per direction", kMinGBps, kMaxGBps),
+      float_field("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps, "Gbit/s", "per NIC, per direction", 8 * kMinGBps, 8 * kMaxGBps),
+      int_field("nics_per_node", c.nics_per_node, true, "", "NICs per node", 0, 1024),
+      float_field("nic_latency_us", c.nic_latency_us, "us", "NIC to network switch hop", 0.0, kMaxLatencyUs),
+      float_field("collective_launch_us", c.collective_launch_us, "us", "fixed software cost of one collective", 0.0, kMaxLatencyUs),
       choice_field("network_model", c.network_model,
                    "how transfers are timed: flow = max-min fair sharing recomputed on every flow start/end "
                    "(use up to ~64 GPUs, or when overlapping collectives contend); analytic = each tick's "
@@ -233,6 +241,12 @@ GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMa
   g.kernel_launch_us = p.get_float("kernel_launch_us");
   for (const char* k : {"hbm_bandwidth_GBps", "memory_GB"})
     if (p.get_float(k) <= 0.0) diags.error(p.where(k).line ? p.where(k) : src.locate(node), std::string("'") + k + "' must be > 0");
+  // A peak is 0 (the dtype is unsupported) or a real one: 1e-12 TFLOP/s would make every kernel
+  // outlast simulated time's range.
+  for (const char* k : {"fp32_TFLOPS", "fp16_TFLOPS", "bf16_TFLOPS", "fp8_TFLOPS"})
+    if (p.get_float(k) > 0.0 && p.get_float(k) < 1e-2)
+      diags.error(p.given(k) ? p.where(k) : src.locate(node),
+                  std::string("'") + k + "' must be 0 (unsupported) or at least 0.01 TFLOP/s, got " + num(p.get_float(k)));
   if (g.peak(DType::kFp32) <= 0.0 && g.peak(DType::kFp16) <= 0.0)
     diags.error(src.locate(node), "the GPU needs a positive fp32 or fp16 peak");
   resolved = p.to_yaml();
@@ -292,6 +306,12 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
       diags.error(p.where("nics_per_node").line ? p.where("nics_per_node") : src.locate(node),
                   "'nics_per_node' must be >= 1 when nodes > 1");
   }
+  // The size limit: beyond it, building the topology and its routes alone takes tens of GB.
+  constexpr std::int64_t kMaxGpus = 16384;
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus)
+    diags.error(p.where("nodes").line ? p.where("nodes") : src.locate(node),
+                "the cluster has " + std::to_string(static_cast<std::int64_t>(c.nodes) * c.gpus_per_node) +
+                    " GPUs (nodes x gpus_per_node); moesim simulates at most " + std::to_string(kMaxGpus));
   if (diags.empty()) {
     try {
       Cluster check(c);  // the topology builder's own consistency checks

@@ -96,12 +96,12 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
 
 Tick ComputeCostModel::op_time(const Op& op) const {
   if (op.kind == OpKind::kGroupedGemm && op.batch == 0) return 0;  // no expert had tokens
-  return seconds_to_ticks(kernel_seconds(op)) + us_to_ticks(gpu_.kernel_launch_us);
+  return checked_add(seconds_to_ticks(kernel_seconds(op)), us_to_ticks(gpu_.kernel_launch_us));
 }
 
 Tick ComputeCostModel::ops_time(std::span<const Op> ops) const {
   Tick t = 0;
-  for (const auto& op : ops) t += op_time(op);
+  for (const auto& op : ops) t = checked_add(t, op_time(op));
   return t;
 }
 

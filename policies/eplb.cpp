@@ -149,7 +149,9 @@ class Eplb final : public ExpertParallelPolicy {
   void setup(const PolicyContext& ctx) override {
     const int E = ctx.model.experts;
     const int G = ctx.cluster.num_gpus();
-    redundant_ = redundant_option_ < 0 ? G : static_cast<int>(redundant_option_);
+    // Default: at least one replica per GPU, rounded up so that every GPU has the same number of
+    // slots (G when G divides E; more when GPUs outnumber or do not divide the experts).
+    redundant_ = redundant_option_ < 0 ? (E + G + G - 1) / G * G - E : static_cast<int>(redundant_option_);
     if ((E + redundant_) % G != 0)
       throw InputError(SourceLocation{},
                        "eplb: experts + redundant_experts (" + std::to_string(E) + " + " +
@@ -218,8 +220,9 @@ const bool registered = policies().add(
     PolicyInfo{
         {ParamSpec{"redundant_experts", ParamType::kInt, "-1", "experts",
                    "extra expert replicas per MoE layer, each added to the expert with the highest "
-                   "load per replica; -1 = one per GPU. experts + redundant_experts must be divisible "
-                   "by the number of GPUs",
+                   "load per replica; -1 = at least one per GPU, rounded up so that experts + "
+                   "redundant_experts divides by the GPUs (= the GPU count when it divides the experts). "
+                   "experts + redundant_experts must be divisible by the number of GPUs",
                    -1.0, {}, {}},
          ParamSpec{"packing", ParamType::kString, "global", "",
                    "global: pack all replicas onto all GPUs; hierarchical: experts onto nodes first, "

@@ -75,9 +75,9 @@ void AnalyticNetwork::price_group() {
       double ticks = 0.0;
       for (std::uint32_t k = f.first; k < f.first + f.count; ++k) ticks = std::max(ticks, drain_[path_links_[k]]);
       // Rounded up, and at least one tick, as the flow backend rounds a transfer.
-      transfer = std::max<Tick>(1, static_cast<Tick>(std::ceil(ticks)));
+      transfer = std::max<Tick>(1, checked_ticks(ticks));
     }
-    complete_at(now + f.latency + transfer, std::move(f.on_done));
+    complete_at(checked_add(checked_add(now, f.latency), transfer), std::move(f.on_done));
   }
   for (LinkId l : touched_) load_[l] = 0.0;
   touched_.clear();

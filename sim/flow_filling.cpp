@@ -180,7 +180,7 @@ void FlowNetwork::set_rates() {
     f.since = now;
     f.rate = new_rate_[k];
     const double ticks = f.remaining / f.rate;
-    f.done_at = now + std::max<Tick>(1, static_cast<Tick>(std::ceil(ticks)));
+    f.done_at = checked_add(now, std::max<Tick>(1, checked_ticks(ticks)));
     due_.set(slot, f.done_at);
   }
 }

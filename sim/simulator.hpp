@@ -23,12 +23,13 @@ class Simulator {
   template <class F>
   void at(Tick at, F&& cb, EventPriority p = EventPriority::kDefault) {
     if (at < now_) throw_past(at);
+    if (at > kTickLimit) throw TimeRangeError("an event past the simulated time range (~53 days)");
     queue_.push(at, p, std::forward<F>(cb));
   }
   /// Schedules `cb` after `delay` ticks (>= 0).
   template <class F>
   void after(Tick delay, F&& cb, EventPriority p = EventPriority::kDefault) {
-    at(now_ + delay, std::forward<F>(cb), p);
+    at(checked_add(now_, delay), std::forward<F>(cb), p);
   }
   /// Runs until no events remain (or until `limit` ticks). Returns the number of events run.
   std::uint64_t run(Tick limit = kTickMax);
