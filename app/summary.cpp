@@ -33,12 +33,19 @@ void print_table(std::ostream& os, const std::vector<std::string>& head, const s
   for (const auto& row : rows) line(row);
 }
 
+/// "2 nodes x 8 GPUs" (or "8 GPUs" on one node), from the resolved hardware section.
+std::string cluster_size(const nlohmann::json& hw) {
+  const auto nodes = hw["nodes"].get<long long>(), per = hw["gpus_per_node"].get<long long>();
+  const std::string gpus = std::to_string(per) + (per == 1 ? " GPU" : " GPUs");
+  return nodes == 1 ? gpus : std::to_string(nodes) + " nodes x " + gpus;
+}
+
 /// A serving run's table: latencies per request (mean and p99), throughput, load.
 void print_serving_summary(std::ostream& os, const nlohmann::json& result) {
   const auto& sc = result["scenario"];
   const auto& wl = sc["workload"];
   os << "scenario " << sc["name"].get<std::string>() << ": " << sc["model"]["name"].get<std::string>() << " on "
-     << sc["hardware"]["name"].get<std::string>() << ", serving " << wl["requests"] << " requests ("
+     << sc["hardware"]["name"].get<std::string>() << " (" << cluster_size(sc["hardware"]) << "), serving " << wl["requests"] << " requests ("
      << wl["arrival"]["process"].get<std::string>() << " arrivals), routing " << wl["routing"]["kind"].get<std::string>()
      << "\n\n";
   const std::vector<std::string> head = {"label", "predictor", "TTFT ms", "TTFT p99", "TPOT ms", "TPOT p99", "ITL p99",
@@ -68,7 +75,8 @@ void print_summary(std::ostream& os, const nlohmann::json& result) {
     return;
   }
   os << "scenario " << sc["name"].get<std::string>() << ": " << sc["model"]["name"].get<std::string>() << " on "
-     << sc["hardware"]["name"].get<std::string>() << ", " << sc["workload"]["batches"] << " batch(es) of "
+     << sc["hardware"]["name"].get<std::string>() << " (" << cluster_size(sc["hardware"]) << "), "
+     << sc["workload"]["batches"] << " batch(es) of "
      << sc["workload"]["batch_size"] << " x " << sc["workload"]["seq_len"] << " tokens, routing "
      << sc["workload"]["routing"]["kind"].get<std::string>() << "\n\n";
   // "wait %" is the breakdown's waiting (HarMoEny Fig. 9): idle time not spent communicating or

@@ -150,6 +150,16 @@ TEST(Robustness, NothingAcceptedSilently) {
   fs::remove_all(d);
 }
 
+TEST(Robustness, RunHeaderNamesTheClusterSize) {
+  const fs::path d = scratch("header");
+  const auto one = testing_support::run_cli_captured({"run", scenario_file(), "--out", d.string()});
+  EXPECT_NE(one.out.find("on dgx1-v100 (8 GPUs),"), std::string::npos) << one.out;
+  const auto two = testing_support::run_cli_captured(
+      {"run", scenario_file(), "--set", "hardware={preset: dgx1-v100, nodes: 2}", "--set", "model.layers=2", "--out", d.string()});
+  EXPECT_NE(two.out.find("(2 nodes x 8 GPUs),"), std::string::npos) << two.out << two.err;
+  fs::remove_all(d);
+}
+
 TEST(Robustness, VersionFlagAndResultRecordTheBuild) {
   const auto r = testing_support::run_cli_captured({"--version"});
   EXPECT_EQ(r.code, 0);
