@@ -129,7 +129,7 @@ const bool registered = policies().add(
                    {}, {}, {}},
          ParamSpec{"min_capacity", ParamType::kInt, "4", "tokens",
                    "with drop_tokens: the least C (DeepSpeed's min_capacity)", 0.0, {}, {}}},
-        [](const ParamSet& p) { return std::make_unique<DeepSpeedMoe>(p); }});
+        [](const ParamSet& p) { return std::make_unique<DeepSpeedMoe>(p); }, warn_gpus_without_experts});
 
 }  // namespace
 }  // namespace moesim

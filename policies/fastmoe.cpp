@@ -58,7 +58,7 @@ const bool registered = policies().add(
     "fastmoe",
     "FastMoE (HarMoEny's baseline): static placement, count exchange, variable-size all-to-all, "
     "one GEMM kernel per expert; dropless",
-    PolicyInfo{{placement_param()}, [](const ParamSet& p) { return std::make_unique<FastMoe>(p); }});
+    PolicyInfo{{placement_param()}, [](const ParamSet& p) { return std::make_unique<FastMoe>(p); }, warn_gpus_without_experts});
 
 }  // namespace
 }  // namespace moesim

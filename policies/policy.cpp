@@ -39,4 +39,12 @@ std::vector<int> static_owner(const std::string& placement, int experts, int gpu
   return owner;
 }
 
+void warn_gpus_without_experts(const ParamSet& /*p*/, const ModelSpec& m, const ClusterSpec& c, PolicyCheck& found) {
+  const int gpus = c.nodes * c.gpus_per_node;
+  if (m.experts < gpus)
+    found.warnings.push_back({"", std::to_string(gpus - m.experts) + " of the " + std::to_string(gpus) +
+                                      " GPUs hold no expert (" + std::to_string(m.experts) +
+                                      " experts, one copy each): they run attention only"});
+}
+
 }  // namespace moesim

@@ -111,6 +111,9 @@ Registry<PolicyInfo>& policies();
 
 /// The `placement` option shared by policies that start from a static layout.
 ParamSpec placement_param();
+/// PolicyInfo::check for one-copy static placements: fewer experts than GPUs leaves GPUs with
+/// no expert (legal, but seldom meant): a warning.
+void warn_gpus_without_experts(const ParamSet& p, const ModelSpec& m, const ClusterSpec& c, PolicyCheck& found);
 /// Owner GPU of each expert: "contiguous" (expert e on GPU ⌊e·G/E⌋) or "round-robin" (e mod G).
 std::vector<int> static_owner(const std::string& placement, int experts, int gpus);
 

@@ -52,7 +52,7 @@ const bool registered = policies().add(
                    "0 = dropless; otherwise each expert takes at most ceil(cf * selections / E) "
                    "selections per layer and the rest are dropped (reported as tokens_dropped)",
                    0.0, {}, {}}},
-        [](const ParamSet& p) { return std::make_unique<StaticExpertParallel>(p); }});
+        [](const ParamSet& p) { return std::make_unique<StaticExpertParallel>(p); }, warn_gpus_without_experts});
 
 }  // namespace
 }  // namespace moesim

@@ -112,6 +112,11 @@ TEST(Robustness, EplbDefaultWorksWhenGpusOutnumberExperts) {
                                  "workload: {batch_size: 16, seq_len: 32, batches: 1}\npolicy: [eplb]\n";
   const Outcome o = cli({"run", (d / "s.yaml").string(), "-q", "--out", (d / "out").string()});
   EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.err.find("warning"), std::string::npos) << o.err;  // eplb replicates onto every GPU
+  // One copy per expert leaves half the GPUs without one: legal, said aloud.
+  const Outcome w = cli({"validate", (d / "s.yaml").string(), "--set", "policy=static-ep"});
+  EXPECT_EQ(w.code, 0) << w.err;
+  EXPECT_NE(w.err.find("warning: static-ep: 8 of the 16 GPUs hold no expert"), std::string::npos) << w.err;
   fs::remove_all(d);
 }
 
