@@ -106,16 +106,6 @@ class CoactivationRouting final : public RoutingModel {
     return r;
   }
 
-  /// The co-activation group of `expert` in `moe_layer`.
-  int group_of(int expert, int moe_layer) const {
-    int pos = expert;
-    if (!expert_at_.empty()) {
-      const auto& perm = layout(moe_layer);
-      pos = static_cast<int>(std::find(perm.begin(), perm.end(), expert) - perm.begin());
-    }
-    return group_of_position(pos);
-  }
-
  private:
   int group_of_position(int pos) const {
     return static_cast<int>(static_cast<std::int64_t>(pos) * groups_ / ctx_.experts);

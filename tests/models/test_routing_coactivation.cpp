@@ -8,19 +8,13 @@
 #include <cmath>
 
 #include "models/routing.hpp"
+#include "tests/support/routing_fixtures.hpp"
 
 namespace moesim {
 namespace {
 
 RoutingContext context(int experts, int top_k, std::uint64_t seed = 1) {
-  RoutingContext c;
-  c.experts = experts;
-  c.top_k = top_k;
-  c.moe_layers = 4;
-  c.batches = 4;
-  c.model_name = "test";
-  c.seed = seed;
-  return c;
+  return testing_support::routing_context(experts, top_k, seed);
 }
 
 // Reads options as a scenario does: declared-range problems are diagnostics, thrown here. Groups

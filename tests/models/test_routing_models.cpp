@@ -6,19 +6,13 @@
 #include <numeric>
 
 #include "models/routing.hpp"
+#include "tests/support/routing_fixtures.hpp"
 
 namespace moesim {
 namespace {
 
 RoutingContext context(int experts, int top_k, std::uint64_t seed = 1) {
-  RoutingContext c;
-  c.experts = experts;
-  c.top_k = top_k;
-  c.moe_layers = 4;
-  c.batches = 8;
-  c.model_name = "test";
-  c.seed = seed;
-  return c;
+  return testing_support::routing_context(experts, top_k, seed);
 }
 
 std::unique_ptr<RoutingModel> make(const std::string& kind, const std::string& yaml, const RoutingContext& ctx) {
