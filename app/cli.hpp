@@ -42,8 +42,10 @@ class SweepCommand {
 
  private:
   CLI::App* cmd_ = nullptr;
-  std::string file_, out_;
-  std::vector<std::string> grids_, zips_, sets_;
+  CLI::App* merge_ = nullptr;
+  std::string file_, out_, shard_;
+  std::vector<std::string> grids_, zips_, sets_, merge_dirs_;
+  std::string merge_out_;
   unsigned jobs_ = 0;
 };
 

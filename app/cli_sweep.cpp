@@ -23,6 +23,7 @@
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "app/sweep.hpp"
+#include "app/sweep_log.hpp"
 
 namespace moesim {
 namespace {
@@ -32,15 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 // Diagnostics past this many failing points are summarised in one line.
 constexpr std::size_t kMaxReportedPoints = 10;
-
-// A whole file; a missing one is the user's mistake (exit 2), not an internal error.
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 // A done/total bar with elapsed time and ETA, redrawn at most ten times a second.
 class ProgressBar {
@@ -80,64 +72,6 @@ class ProgressBar {
   bool enabled_;
   Clock::time_point start_ = Clock::now(), drawn_{};
 };
-
-// A point's overrides as results.jsonl stores them: {key: YAML value text}.
-nlohmann::json overrides_json(const SweepPoint& p) {
-  nlohmann::json o = nlohmann::json::object();
-  for (const auto& [k, v] : p.overrides) o[k] = v;
-  return o;
-}
-
-// The points results.jsonl already holds (validated against this sweep), and the byte length of
-// its intact prefix: a last line cut short by an interrupted write is dropped and rewritten.
-struct ResultsLog {
-  std::vector<nlohmann::json> lines;
-  std::vector<bool> done;
-  std::uintmax_t intact_bytes = 0;
-};
-
-// Reads DIR for a resume: refuses a sweep.json of another definition, or a results.jsonl whose
-// lines are not this sweep's (before the last), so results of two sweeps never mix.
-ResultsLog read_results_log(const fs::path& dir, const nlohmann::json& definition,
-                            const std::vector<SweepPoint>& points) {
-  ResultsLog log;
-  log.done.assign(points.size(), false);
-  const fs::path def_path = dir / "sweep.json", jsonl = dir / "results.jsonl";
-  const std::string refuse = "; choose another --out, or delete the directory to start over";
-  if (!fs::exists(def_path)) {
-    if (fs::exists(jsonl))
-      throw InputError(SourceLocation{jsonl.string(), 0, 0}, "results.jsonl without sweep.json: not a sweep's" + refuse);
-    return log;
-  }
-  const nlohmann::json stored = nlohmann::json::parse(read_text(def_path.string()), nullptr, false);
-  for (const char* field : {"file", "file_fnv1a", "grid", "zip", "set"})
-    if (stored.is_discarded() || !stored.contains(field) || stored[field] != definition[field])
-      throw InputError(SourceLocation{def_path.string(), 0, 0},
-                       std::string("this directory holds a different sweep: its '") + field + "' differs" +
-                           (std::string(field) == "file_fnv1a" ? " (the scenario file was edited)" : "") + refuse);
-  if (!fs::exists(jsonl)) return log;
-  const std::string text = read_text(jsonl.string());
-  int line_no = 0;
-  for (std::size_t at = 0; at < text.size();) {
-    ++line_no;
-    const std::size_t nl = text.find('\n', at);
-    if (nl == std::string::npos) break;  // truncated by an interruption
-    const nlohmann::json j = nlohmann::json::parse(text.substr(at, nl - at), nullptr, false);
-    const bool last = nl + 1 == text.size();
-    if (j.is_discarded() && last) break;
-    const SourceLocation where{jsonl.string(), line_no, 1};
-    if (j.is_discarded() || !j.contains("point") || !j["point"].is_number_unsigned())
-      throw InputError(where, "not a sweep result line" + refuse);
-    const auto p = j["point"].get<std::size_t>();
-    if (p >= points.size() || j.value("overrides", nlohmann::json()) != overrides_json(points[p]))
-      throw InputError(where, "point " + std::to_string(p) + " does not belong to this sweep" + refuse);
-    if (!log.done[p]) log.lines.push_back(j);
-    log.done[p] = true;
-    at = nl + 1;
-    log.intact_bytes = at;
-  }
-  return log;
-}
 
 // Names the point in each diagnostic, and points an override's location at the axis it came from.
 InputError at_point(const InputError& e, const SweepPoint& p) {
@@ -210,14 +144,19 @@ std::vector<std::optional<Scenario>> validate_points(const Base& base, const std
 
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   const fs::path scenario_path(spec.file);
-  const Base base{spec, read_text(spec.file), scenario_path.has_parent_path() ? scenario_path.parent_path().string() : "."};
+  const Base base{spec, read_text_file(spec.file), scenario_path.has_parent_path() ? scenario_path.parent_path().string() : "."};
   const std::vector<SweepPoint> points = expand_points(spec);
-  const nlohmann::json definition = sweep_definition(spec, base.text);
+  const nlohmann::json definition = sweep_definition(spec, base.text, options.shard);
   const fs::path dir(options.out_dir);
-  ResultsLog log = read_results_log(dir, definition, points);
+  ResultsLog log = read_results_log(dir.string(), definition, points,
+                                    "; choose another --out, or delete the directory to start over");
   std::vector<const SweepPoint*> pending;
-  for (const auto& p : points)
+  std::size_t in_shard = 0;
+  for (const auto& p : points) {
+    if (!options.shard.has(p.index)) continue;
+    ++in_shard;
     if (!log.done[p.index]) pending.push_back(&p);
+  }
   std::vector<std::optional<Scenario>> loaded =
       validate_points(base, pending, options.jobs, pending.size() <= options.keep_loaded);
 
@@ -229,7 +168,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   std::ofstream out(jsonl, std::ios::app | std::ios::binary);
   if (!out) throw std::runtime_error("cannot write " + jsonl.string());
   std::mutex out_mutex;
-  ProgressBar bar(points.size(), points.size() - pending.size(), options.progress);
+  ProgressBar bar(in_shard, in_shard - pending.size(), options.progress);
   parallel_for(pending.size(), options.jobs, [&](std::size_t i) {
     const SweepPoint& p = *pending[i];
     nlohmann::json line = {{"point", p.index}, {"overrides", overrides_json(p)}};
@@ -259,8 +198,8 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   bar.finish();
 
   SweepOutcome outcome;
-  outcome.points = points.size();
-  outcome.already_done = points.size() - pending.size();
+  outcome.points = in_shard;
+  outcome.already_done = in_shard - pending.size();
   outcome.ran = pending.size();
   std::stable_sort(log.lines.begin(), log.lines.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
     return a["point"].get<std::size_t>() < b["point"].get<std::size_t>();
@@ -299,6 +238,10 @@ DIR/results.csv    one row per (point, run), sorted by point, byte-identical wha
 
 Resume: run the same command again; points already in results.jsonl are skipped (an interrupted
 last line is rewritten). A different definition in DIR is refused. Traces are never written.
+Shards: --shard K/N runs only the points whose index mod N is K-1, into its own DIR (resumable
+as above). On N machines (GNU parallel, a Slurm job array: see the README), then
+`moesim sweep merge DIR1 ... DIRN --out DIR` writes the folder the whole sweep on one machine
+would have: the same sweep.json and results.csv byte for byte, results.jsonl in point order.
 Exit codes: 0 success, 2 bad input or a point that failed while running (recorded with its
 error), 1 internal error.)";
 
@@ -306,28 +249,48 @@ error), 1 internal error.)";
 
 SweepCommand::SweepCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("sweep", "run a scenario at every point of a parameter grid; write DIR/results.csv");
-  cmd_->add_option("file", file_, "scenario YAML")->required();
+  cmd_->add_option("file", file_, "scenario YAML (required unless `merge`)");
   cmd_->add_option("--grid", grids_, "key.path=v1,v2,... (or start:stop:step): one dimension (repeatable)")
       ->allow_extra_args(false);
   cmd_->add_option("--zip", zips_, "key.path=v1,v2,...: advances with the other --zip lists (repeatable)")
       ->allow_extra_args(false);
   cmd_->add_option("--set", sets_, "override a scenario key at every point: key.path=value (repeatable)")
       ->allow_extra_args(false);
-  cmd_->add_option("--out", out_, "output directory (created; an existing sweep there resumes)")->required();
+  cmd_->add_option("--out", out_, "output directory (created; an existing sweep there resumes); required");
   cmd_->add_option("--jobs", jobs_, "points run in parallel (default: hardware concurrency)")
       ->check(CLI::PositiveNumber);
+  cmd_->add_option("--shard", shard_, "K/N: run only shard K of N (points i with i mod N = K-1)");
   cmd_->footer(kSweepHelp);
+  cmd_->require_subcommand(0, 1);
+  merge_ = cmd_->add_subcommand("merge", "join the --shard folders of one sweep into one folder");
+  merge_->add_option("dirs", merge_dirs_, "shard folders (DIR of each `moesim sweep --shard K/N --out DIR`)")->required();
+  merge_->add_option("--out", merge_out_, "folder to write sweep.json, results.jsonl, results.csv")->required();
 }
 
 bool SweepCommand::parsed() const { return cmd_->parsed(); }
 
 int SweepCommand::run() const {
+  if (merge_->parsed()) {
+    const SweepOutcome o = merge_sweeps(merge_dirs_, merge_out_);
+    std::cout << "sweep merge: " << merge_dirs_.size() << " folders, " << o.points << " points";
+    if (o.failed) std::cout << "; " << o.failed << " failed (their error is in results.csv)";
+    std::cout << "\nwrote " << (fs::path(merge_out_) / "results.csv").string() << " (" << o.csv_rows << " rows)\n";
+    return o.failed ? 2 : 0;
+  }
+  if (file_.empty() || out_.empty())
+    throw InputError(SourceLocation{"moesim sweep", 0, 0},
+                     "a scenario FILE and --out DIR are required (moesim sweep FILE --grid ... --out DIR)");
   SweepSpec spec{file_, {}, {}, sets_};
   for (const auto& g : grids_) spec.grids.push_back(parse_sweep_axis("--grid", g));
   for (const auto& z : zips_) spec.zips.push_back(parse_sweep_axis("--zip", z));
   const unsigned jobs = jobs_ ? jobs_ : std::max(1u, std::thread::hardware_concurrency());
-  const SweepOutcome o = run_sweep(spec, SweepOptions{out_, jobs, isatty(STDERR_FILENO) == 1});
-  std::cout << "sweep: " << o.points << " points: ran " << o.ran << ", skipped " << o.already_done
+  SweepOptions options;
+  options.out_dir = out_;
+  options.jobs = jobs;
+  options.progress = isatty(STDERR_FILENO) == 1;
+  if (!shard_.empty()) options.shard = parse_sweep_shard(shard_);
+  const SweepOutcome o = run_sweep(spec, options);
+  std::cout << "sweep: " << (options.shard.count > 1 ? "shard " + options.shard.text() + ": " : "") << o.points << " points: ran " << o.ran << ", skipped " << o.already_done
             << " already in results.jsonl";
   if (o.failed) std::cout << "; " << o.failed << " failed (their error is in results.csv)";
   std::cout << "\nwrote " << (fs::path(out_) / "results.csv").string() << " (" << o.csv_rows << " rows)\n";

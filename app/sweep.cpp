@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/diagnostics.hpp"
 
@@ -217,12 +218,53 @@ std::vector<std::string> point_overrides(const SweepPoint& p) {
   return out;
 }
 
-nlohmann::json sweep_definition(const SweepSpec& spec, const std::string& file_text) {
-  return {{"file", std::filesystem::absolute(spec.file).lexically_normal().string()},
-          {"file_fnv1a", fnv1a_hex(file_text)},
-          {"grid", axes_json(spec.grids)},
-          {"zip", axes_json(spec.zips)},
-          {"set", spec.sets}};
+nlohmann::json sweep_definition(const SweepSpec& spec, const std::string& file_text, const SweepShard& shard) {
+  nlohmann::json d = {{"file", std::filesystem::absolute(spec.file).lexically_normal().string()},
+                      {"file_fnv1a", fnv1a_hex(file_text)},
+                      {"grid", axes_json(spec.grids)},
+                      {"zip", axes_json(spec.zips)},
+                      {"set", spec.sets}};
+  if (shard.count > 1) d["shard"] = shard.text();
+  return d;
+}
+
+SweepShard parse_sweep_shard(const std::string& text) {
+  const std::string where = "--shard " + text;
+  const auto slash = text.find('/');
+  SweepShard s;
+  if (slash == std::string::npos || !parse_whole(text.substr(0, slash), s.index) ||
+      !parse_whole(text.substr(slash + 1), s.count))
+    fail(where, "expected K/N: run shard K (1 ... N) of N");
+  if (s.count < 1 || s.count > kMaxValues) fail(where, "N must be 1 ... 1,000,000");
+  if (s.index < 1 || s.index > s.count) fail(where, "K must be 1 ... N (" + std::to_string(s.count) + ")");
+  return s;
+}
+
+SweepSpec sweep_spec_from_definition(const nlohmann::json& d, const std::string& where) {
+  const auto bad = [&] { fail(where, "not a sweep definition (sweep.json of `moesim sweep`)"); };
+  if (!d.is_object() || !d.contains("file") || !d["file"].is_string() || !d.contains("set") || !d["set"].is_array())
+    bad();
+  SweepSpec spec{d["file"].get<std::string>(), {}, {}, {}};
+  for (const auto& s : d["set"]) {
+    if (!s.is_string()) bad();
+    spec.sets.push_back(s.get<std::string>());
+  }
+  for (const auto& [field, option, axes] : {std::tuple{"grid", "--grid", &spec.grids}, std::tuple{"zip", "--zip", &spec.zips}}) {
+    if (!d.contains(field) || !d[field].is_array()) bad();
+    for (const auto& a : d[field]) {
+      if (!a.is_object() || !a.contains("key") || !a["key"].is_string() || !a.contains("values") || !a["values"].is_array())
+        bad();
+      SweepAxis axis{option, "", a["key"].get<std::string>(), {}};
+      for (const auto& v : a["values"]) {
+        if (!v.is_string()) bad();
+        axis.values.push_back(v.get<std::string>());
+      }
+      axis.spec = axis.key + "=";
+      for (std::size_t i = 0; i < axis.values.size(); ++i) axis.spec += (i ? "," : "") + axis.values[i];
+      axes->push_back(std::move(axis));
+    }
+  }
+  return spec;
 }
 
 std::string sweep_csv(const SweepSpec& spec, std::vector<nlohmann::json> lines, std::size_t* rows_out) {

@@ -39,6 +39,19 @@ struct SweepPoint {
   std::vector<const SweepAxis*> axes;                           ///< the axis of each override
 };
 
+/// A deterministic 1/N slice of a sweep's points, for running one sweep on N machines: point i
+/// belongs to shard K (1-based) when i mod N = K - 1, so every shard gets points from all over
+/// the grid (slow regions are shared out, not given to one machine).
+struct SweepShard {
+  std::size_t index = 1;  ///< K, 1 ... count
+  std::size_t count = 1;  ///< N; 1 is the whole sweep
+  bool has(std::size_t point) const { return point % count == index - 1; }
+  std::string text() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+
+/// Parses `K/N` (1 <= K <= N <= 1,000,000). Throws InputError located at "--shard TEXT".
+SweepShard parse_sweep_shard(const std::string& text);
+
 /// How to run a sweep.
 struct SweepOptions {
   std::string out_dir;
@@ -48,6 +61,7 @@ struct SweepOptions {
   /// instead of loading it again (loading costs about twice a small point's run; a loaded
   /// small scenario holds about 100 KB, so the default bounds that memory to a few hundred MB).
   std::size_t keep_loaded = 4096;
+  SweepShard shard;  ///< run only these points (DIR holds this shard; `merge_sweeps` joins shards)
 };
 
 /// What a sweep did; `ran` is 0 when every point was already in results.jsonl.
@@ -87,8 +101,13 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec);
 std::vector<std::string> point_overrides(const SweepPoint& p);
 
 /// The definition stored in DIR/sweep.json: the file (absolute) and a hash of its text
-/// `file_text`, the axes with their expanded values, and the --set overrides.
-nlohmann::json sweep_definition(const SweepSpec& spec, const std::string& file_text);
+/// `file_text`, the axes with their expanded values, the --set overrides, and "shard": "K/N" when
+/// DIR holds one shard of N > 1 (absent for a whole sweep).
+nlohmann::json sweep_definition(const SweepSpec& spec, const std::string& file_text, const SweepShard& shard = {});
+
+/// The spec a stored definition describes (the inverse of sweep_definition, up to how ranges were
+/// spelt). Throws InputError located at `where` when `definition` is not one.
+SweepSpec sweep_spec_from_definition(const nlohmann::json& definition, const std::string& where);
 
 /// results.csv from results.jsonl lines (any order; sorted by point here). Columns: point, one per
 /// swept key, policy, label, predictor, predictor_label (if any run has one), error (if any point
@@ -96,6 +115,12 @@ nlohmann::json sweep_definition(const SweepSpec& spec, const std::string& file_t
 /// points (which is alphabetical, as result objects keep their keys sorted). Arrays are left out.
 /// `rows` receives the number of data rows.
 std::string sweep_csv(const SweepSpec& spec, std::vector<nlohmann::json> lines, std::size_t* rows = nullptr);
+
+/// `moesim sweep merge`: joins the shard folders `dirs` of one sweep into `out_dir` (sweep.json,
+/// results.jsonl sorted by point, results.csv), exactly as one machine running the whole sweep
+/// would have written them (results.jsonl in point order rather than completion order). Throws
+/// InputError, writing nothing, when the folders are of different sweeps, overlap, or miss points.
+SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::string& out_dir);
 
 /// Runs the sweep (validating every pending point first; see the command's help) and returns
 /// what it did. Throws InputError for bad input, before anything is written.

@@ -2,6 +2,7 @@
 // run, determinism across --jobs, resume (skips, truncated last line) and refusing another sweep.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -181,7 +182,7 @@ TEST_F(SweepCli, ResultsAreByteIdenticalWhateverJobs) {
   // Loading each point again at run time (large sweeps) gives the same table too.
   SweepSpec spec{scenario, {parse_sweep_axis("--grid", "seed=1:3:1")},
                  {parse_sweep_axis("--zip", "workload.seq_len=16,32"), parse_sweep_axis("--zip", "workload.batch_size=1,2")}, {}};
-  SweepOptions reload{(dir / "reload").string(), 2, false, 0};
+  SweepOptions reload{(dir / "reload").string(), 2, false, 0, {}};
   EXPECT_EQ(run_sweep(spec, reload).ran, 6u);
   EXPECT_EQ(one, slurp(dir / "reload" / "results.csv"));
 }
@@ -257,4 +258,106 @@ TEST(SweepHelp, DocumentsOptionsAndOutputs) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }
 
+}  // namespace moesim
+
+namespace moesim {
+namespace {
+
+TEST(SweepShard, ParsesKOfNAndPartitionsPoints) {
+  const SweepShard s = parse_sweep_shard("2/3");
+  EXPECT_EQ(s.index, 2u);
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_EQ(s.text(), "2/3");
+  EXPECT_FALSE(s.has(0));
+  EXPECT_TRUE(s.has(1));
+  EXPECT_TRUE(s.has(4));
+  // Every point is in exactly one shard.
+  for (std::size_t p = 0; p < 50; ++p) {
+    int owners = 0;
+    for (std::size_t k = 1; k <= 7; ++k) owners += parse_sweep_shard(std::to_string(k) + "/7").has(p) ? 1 : 0;
+    EXPECT_EQ(owners, 1) << p;
+  }
+  for (const char* bad : {"0/4", "5/4", "1/0", "2", "a/b", "1/2/3", "-1/4", "1/", "/4", "1/2000000"}) {
+    try {
+      parse_sweep_shard(bad);
+      ADD_FAILURE() << bad;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.diagnostics()[0].where.file, std::string("--shard ") + bad);
+    }
+  }
+}
+
+TEST_F(SweepCli, FourShardsMergedEqualTheUnshardedSweepByteForByte) {
+  ASSERT_EQ(sweep("whole", {"--jobs", "2"}), 0) << err_text;
+  std::vector<std::string> merge = {"sweep", "merge"};
+  for (int k = 1; k <= 4; ++k) {
+    const std::string shard = "shard-" + std::to_string(k);
+    ASSERT_EQ(sweep(shard, {"--shard", std::to_string(k) + "/4", "--jobs", "1"}), 0) << err_text;
+    // Points k-1, k+3: 6 points over 4 shards gives 2, 2, 1, 1.
+    EXPECT_NE(out_text.find("shard " + std::to_string(k) + "/4: " + (k <= 2 ? "2" : "1") + " points: ran"),
+              std::string::npos)
+        << out_text;
+    merge.push_back((dir / shard).string());
+  }
+  merge.insert(merge.end(), {"--out", (dir / "merged").string()});
+  const auto r = testing_support::run_cli_captured(merge);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(dir / "merged" / "results.csv"), slurp(dir / "whole" / "results.csv"));
+  EXPECT_EQ(slurp(dir / "merged" / "sweep.json"), slurp(dir / "whole" / "sweep.json"));
+  // results.jsonl holds the same lines, in point order.
+  auto whole = lines_of(slurp(dir / "whole" / "results.jsonl"));
+  const auto merged = lines_of(slurp(dir / "merged" / "results.jsonl"));
+  std::sort(whole.begin(), whole.end(), [](const std::string& a, const std::string& b) {
+    return nlohmann::json::parse(a)["point"] < nlohmann::json::parse(b)["point"];
+  });
+  EXPECT_EQ(merged, whole);
+  // The merged folder is a finished whole sweep: running it again skips everything.
+  ASSERT_EQ(sweep("merged"), 0) << err_text;
+  EXPECT_NE(out_text.find("ran 0, skipped 6"), std::string::npos) << out_text;
+}
+
+TEST_F(SweepCli, MergeRefusesMissingOverlappingUnfinishedAndForeignShards) {
+  for (int k = 1; k <= 3; ++k) ASSERT_EQ(sweep("s" + std::to_string(k), {"--shard", std::to_string(k) + "/3"}), 0) << err_text;
+  const auto merge = [&](std::vector<std::string> dirs) {
+    std::vector<std::string> args = {"sweep", "merge"};
+    for (const auto& d : dirs) args.push_back((dir / d).string());
+    args.insert(args.end(), {"--out", (dir / "m").string()});
+    return testing_support::run_cli_captured(args);
+  };
+  auto r = merge({"s1", "s3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("2 of 6 points are in none of the folders (missing shards 2/3)"), std::string::npos) << r.err;
+  r = merge({"s1", "s2", "s2"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("folder given twice"), std::string::npos) << r.err;
+  // A shard cut short (its last point missing) is named with what to do.
+  const auto lines = lines_of(slurp(dir / "s2" / "results.jsonl"));
+  std::ofstream(dir / "s2" / "results.jsonl", std::ios::trunc) << lines[0] << "\n";
+  r = merge({"s1", "s2", "s3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("s2: error: shard 2/3 has 1 of its 2 points; run its sweep command again"), std::string::npos)
+      << r.err;
+  // A shard of another sweep (another --set) is refused.
+  ASSERT_EQ(sweep("other", {"--shard", "2/3", "--set", "workload.batches=2"}), 0) << err_text;
+  r = merge({"s1", "other", "s3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not the same sweep as"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its 'set' differs"), std::string::npos) << r.err;
+  // A folder that is not a sweep's.
+  fs::create_directories(dir / "empty");
+  r = merge({"s1", "empty"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no sweep.json here"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "m"));
+  // A shard folder resumes as that shard only; another shard in it is refused.
+  ASSERT_EQ(sweep("s2", {"--shard", "2/3"}), 0) << err_text;
+  EXPECT_NE(out_text.find("ran 1, skipped 1"), std::string::npos) << out_text;
+  EXPECT_EQ(sweep("s2", {"--shard", "1/3"}), 2);
+  EXPECT_NE(err_text.find("its 'shard' differs"), std::string::npos) << err_text;
+  EXPECT_EQ(sweep("s2"), 2);
+  r = merge({"s1", "s2", "s3"});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+}  // namespace
 }  // namespace moesim
