@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include "app/compare.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "app/summary.hpp"
@@ -131,6 +132,15 @@ int run_cli(int argc, char** argv) {
   const SweepCommand sweep(app);
   const GuidelineCommand guideline(app);
 
+  CompareOptions compare_options;
+  auto* compare = app.add_subcommand("compare", "runs of result.json files side by side, with ratios to the first run");
+  compare->add_option("results", compare_options.files, "result.json files (or the folders `moesim run` wrote)")
+      ->required();
+  compare->add_option("--metric", compare_options.metrics,
+                      "metric to compare, dotted as in sweep's results.csv (ttft_ms.p99, bytes.inter_node; "
+                      "repeatable; default: the latency and throughput metrics present)");
+  compare->add_flag("--csv", compare_options.csv, "CSV, one row per run: each metric and its ratio to the first run");
+
   std::string what;
   auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors");
   list->add_option("what", what, "models | hardware | policies | routing | predictors (default: all)")
@@ -196,6 +206,10 @@ int run_cli(int argc, char** argv) {
     if (sweep.parsed()) return sweep.run();
     if (guideline.parsed()) return guideline.run();
     if (list->parsed()) return cli_list(what.c_str());
+    if (compare->parsed()) {
+      compare_results(compare_options, std::cout);
+      return 0;
+    }
     if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json);
     for (auto* c : collectives)
       if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, gpus, bytes, calibration_file, network_model, json);
