@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "app/compare.hpp"
+#include "app/progress_bar.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "app/summary.hpp"
@@ -80,9 +81,16 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, const
   check_scenario_fits(s);
   const fs::path out = out_opt.empty() ? fs::path("results") / s.name : fs::path(out_opt);
   fs::create_directories(out);
+  const bool show_progress = !quiet && isatty(STDERR_FILENO) == 1;
   auto drawn = std::make_shared<bool>(false);
-  const nlohmann::json result = run_scenario(s, out.string(), serving_progress_line(!quiet && isatty(STDERR_FILENO) == 1, s.serving.progress_interval_s, drawn),
-                                             jobs ? jobs : std::max(1u, std::thread::hardware_concurrency()));
+  // Serving runs report simulated time and requests; prefill runs count batches over all runs.
+  const bool serving = s.workload_kind == WorkloadKind::kServing;
+  ProgressBar batches("run", "batches", s.policies.size() * s.predictors.size() * static_cast<std::size_t>(s.workload.batches),
+                      0, show_progress && !serving);
+  const nlohmann::json result =
+      run_scenario(s, out.string(), serving_progress_line(show_progress && serving, s.serving.progress_interval_s, drawn),
+                   jobs ? jobs : std::max(1u, std::thread::hardware_concurrency()), [&batches] { batches.advance(); });
+  batches.finish();
   if (*drawn) std::fprintf(stderr, "\n");
   write_atomically(out / "result.json", result.dump(2) + "\n");
   YAML::Emitter em;
@@ -119,7 +127,7 @@ int run_cli(int argc, char** argv) {
   run->add_option("file", file, "scenario YAML")->required();
   run->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
   run->add_option("--out", out, "output directory (default results/<scenario name>/)");
-  run->add_flag("-q,--quiet", quiet, "do not print the summary table or the progress line");
+  run->add_flag("-q,--quiet", quiet, "do not print the summary table or the progress bar");
   unsigned run_jobs = 0;
   run->add_option("--jobs", run_jobs, "(policy, predictor) runs in parallel (default: hardware concurrency); "
                                      "the output is the same whatever the value")

@@ -67,6 +67,7 @@ class GuidelineCommand {
   std::string out_, curves_;
   std::string assumptions_ = "timed", without_;
   unsigned jobs_ = 0;
+  bool quiet_ = false;
 };
 
 }  // namespace moesim

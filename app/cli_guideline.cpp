@@ -2,6 +2,7 @@
 // Fig. 1's guideline as a table of skewness × bandwidth, Fig. 7's saving difference per cell, and
 // the Fig. 6 breakdowns in --curves).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +15,7 @@
 
 #include "app/cli.hpp"
 #include "app/guideline.hpp"
+#include "app/progress_bar.hpp"
 
 namespace moesim {
 namespace {
@@ -194,6 +196,7 @@ GuidelineCommand::GuidelineCommand(CLI::App& app) {
       ->capture_default_str();
   cmd_->add_option("--without", without_, "paper assumptions to drop (timed instead): a,b,... (see below)");
   cmd_->add_option("--jobs", jobs_, "cells run in parallel (default: hardware concurrency)")->check(CLI::PositiveNumber);
+  cmd_->add_flag("-q,--quiet", quiet_, "no progress bar (drawn on stderr only when it is a terminal)");
   cmd_->footer(kGuidelineHelp);
 }
 
@@ -214,7 +217,10 @@ int GuidelineCommand::run() const {
   spec.sets = sets_;
   spec.assumptions = parse_assumptions(assumptions_, without_);
   const unsigned jobs = jobs_ ? jobs_ : std::max(1u, std::thread::hardware_concurrency());
-  const std::vector<GuidelineCell> cells = run_guideline(spec, jobs);
+  ProgressBar bar("guideline", "cells", spec.skewness.size() * spec.bandwidth_GBps.size(), 0,
+                  !quiet_ && isatty(STDERR_FILENO) == 1);
+  const std::vector<GuidelineCell> cells = run_guideline(spec, jobs, [&bar] { bar.advance(); });
+  bar.finish();
   if (!out_.empty()) write_file(out_, decisions_csv(cells));
   if (!curves_.empty()) write_file(curves_, curves_csv(cells));
   std::cout << decision_map(spec, cells);

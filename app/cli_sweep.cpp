@@ -22,6 +22,7 @@
 #include "app/cli.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
+#include "app/progress_bar.hpp"
 #include "app/sweep.hpp"
 #include "app/sweep_log.hpp"
 
@@ -29,49 +30,9 @@ namespace moesim {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 // Diagnostics past this many failing points are summarised in one line.
 constexpr std::size_t kMaxReportedPoints = 10;
-
-// A done/total bar with elapsed time and ETA, redrawn at most ten times a second.
-class ProgressBar {
- public:
-  ProgressBar(std::size_t total, std::size_t done, bool enabled)
-      : total_(total), done_(done), first_(done), enabled_(enabled) {}
-
-  /// One more point finished (callers serialise).
-  void advance() {
-    ++done_;
-    const auto now = Clock::now();
-    if (enabled_ && (done_ == total_ || now - drawn_ > std::chrono::milliseconds(100))) draw(now);
-  }
-  /// Ends the bar's line so later output starts on a fresh one.
-  void finish() const {
-    if (enabled_ && done_ > first_) std::cerr << "\n" << std::flush;
-  }
-
- private:
-  static std::string clock(double secs) {
-    const long s = static_cast<long>(secs + 0.5);
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-    return buf;
-  }
-  void draw(Clock::time_point now) {
-    drawn_ = now;
-    constexpr std::size_t kWidth = 30;
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
-    const std::size_t filled = total_ ? kWidth * done_ / total_ : kWidth;
-    const double eta = elapsed / static_cast<double>(done_ - first_) * static_cast<double>(total_ - done_);
-    std::cerr << "\rsweep [" << std::string(filled, '#') << std::string(kWidth - filled, '-') << "] " << done_ << "/"
-              << total_ << "  elapsed " << clock(elapsed) << "  ETA " << clock(eta) << std::flush;
-  }
-
-  std::size_t total_, done_, first_;
-  bool enabled_;
-  Clock::time_point start_ = Clock::now(), drawn_{};
-};
 
 // Names the point in each diagnostic, and points an override's location at the axis it came from.
 InputError at_point(const InputError& e, const SweepPoint& p) {
@@ -168,7 +129,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   std::ofstream out(jsonl, std::ios::app | std::ios::binary);
   if (!out) throw std::runtime_error("cannot write " + jsonl.string());
   std::mutex out_mutex;
-  ProgressBar bar(in_shard, in_shard - pending.size(), options.progress);
+  ProgressBar bar("sweep", "points", in_shard, in_shard - pending.size(), options.progress);
   parallel_for(pending.size(), options.jobs, [&](std::size_t i) {
     const SweepPoint& p = *pending[i];
     nlohmann::json line = {{"point", p.index}, {"overrides", overrides_json(p)}};

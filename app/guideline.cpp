@@ -289,7 +289,7 @@ GuidelineCell decide_cell(GuidelineValue skewness, GuidelineValue bandwidth_GBps
   return c;
 }
 
-std::vector<GuidelineCell> run_guideline(const GuidelineSpec& spec, unsigned jobs) {
+std::vector<GuidelineCell> run_guideline(const GuidelineSpec& spec, unsigned jobs, const std::function<void()>& cell_done) {
   // Checked here, as the scenario would locate them at its generated text or not at all.
   for (const auto& a : spec.accuracies)
     if (a.value < 0.0 || a.value > 1.0) fail("--accuracies " + a.text, "an accuracy must lie in [0, 1]");
@@ -338,6 +338,7 @@ std::vector<GuidelineCell> run_guideline(const GuidelineSpec& spec, unsigned job
       curve.push_back(std::move(p));
     }
     out[i] = decide_cell(*cells[i].skewness, *cells[i].bandwidth, std::move(curve));
+    if (cell_done) cell_done();
   });
   return out;
 }

@@ -9,6 +9,7 @@
 // of its U-curve over accuracy (§4: "the best predictor has the minimum total latency across
 // strategies and accuracies").
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,8 @@ GuidelineCell decide_cell(GuidelineValue skewness, GuidelineValue bandwidth_GBps
 /// Loads and checks every cell's scenario, then simulates the cells on up to `jobs` threads.
 /// Returns the cells sorted by bandwidth, then skewness, whatever `jobs`. Throws InputError
 /// (every distinct problem, located at the option or --set that caused it) before anything runs.
-std::vector<GuidelineCell> run_guideline(const GuidelineSpec& spec, unsigned jobs);
+/// `cell_done` (if set) is called as each cell finishes simulating, from its worker thread.
+std::vector<GuidelineCell> run_guideline(const GuidelineSpec& spec, unsigned jobs,
+                                         const std::function<void()>& cell_done = {});
 
 }  // namespace moesim

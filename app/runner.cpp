@@ -79,9 +79,10 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
 
 namespace {
 
-/// One run: `entry`'s policy with `pred`'s predictor over every batch of `s`.
+/// One run: `entry`'s policy with `pred`'s predictor over every batch of `s`; `batch_done` (if
+/// set) after each batch.
 nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const PredictorEntry& pred,
-                       const std::string& trace_dir) {
+                       const std::string& trace_dir, const std::function<void()>& batch_done) {
   const Cluster cluster(s.hardware);
   const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
   const auto routing = make_routing(s);
@@ -133,6 +134,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
       const auto& rows = moe.gpu_rows.empty() ? moe.gpu_tokens : moe.gpu_rows;  // padding takes memory too
       for (std::size_t g = 0; g < rows.size(); ++g) peak_selections[g] = std::max(peak_selections[g], rows[g]);
     }
+    if (batch_done) batch_done();
   }
   const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, peak_selections);
   check_fits(mem, cluster, entry);
@@ -157,7 +159,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
 }  // namespace
 
 nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir, const ServingProgress& progress,
-                            unsigned jobs) {
+                            unsigned jobs, const std::function<void()>& batch_done) {
   nlohmann::json result;
   result["moesim"] = {{"version", moesim_version()}, {"commit", moesim_commit()}};
   result["scenario"] = yaml_to_json(s.resolved);
@@ -185,7 +187,7 @@ nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir, con
   }
   parallel_for_ordered(pairs.size(), jobs, [&](std::size_t i) {
     const auto [entry, pred] = pairs[i];
-    runs[i] = serving ? run_serving(s, *entry, *pred, trace_dir, csv[i], serialized) : run_one(s, *entry, *pred, trace_dir);
+    runs[i] = serving ? run_serving(s, *entry, *pred, trace_dir, csv[i], serialized) : run_one(s, *entry, *pred, trace_dir, batch_done);
   });
   for (auto& run : runs) result["runs"].push_back(std::move(run));
   if (serving && !trace_dir.empty()) {

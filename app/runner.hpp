@@ -1,6 +1,7 @@
 #pragma once
 // Runs a validated scenario: for every (policy, predictor) pair, plans each batch, executes it
 // on the engine and collects metrics. Produces the result.json document.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,12 @@ void check_scenario_fits(const Scenario& s);
 /// predictor, predictor_label, metrics[, trace]}, ...]}, policies outermost.
 /// A serving scenario writes requests.csv (every run's requests) into `trace_dir` when it is not
 /// empty, and reports its progress to `progress` (from one run at a time).
+/// A prefill scenario calls `batch_done` after each batch of each run (from the run's thread).
 /// The runs go on up to `jobs` threads (`moesim run --jobs`; sweeps and guidelines, parallel over
 /// their points, keep 1). Whatever `jobs`, the result, requests.csv and traces are byte-identical,
 /// and a run's InputError is the one a serial loop would have met first.
 nlohmann::json run_scenario(const Scenario& s, const std::string& trace_dir = {}, const ServingProgress& progress = {},
-                            unsigned jobs = 1);
+                            unsigned jobs = 1, const std::function<void()>& batch_done = {});
 
 /// The resolved YAML scenario as JSON (numbers and booleans typed).
 nlohmann::json yaml_to_json(const YAML::Node& node);
