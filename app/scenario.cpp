@@ -165,6 +165,11 @@ void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s,
   s.routing.token_draws = draws.get_string("draws") == "tokens";
   resolved = s.routing.params.to_yaml();
   resolved["kind"] = s.routing.kind;
+  // File references resolve to absolute paths, so scenario.resolved.yaml re-runs from anywhere.
+  if (resolved["file"] && resolved["file"].IsScalar() && !resolved["file"].Scalar().empty())
+    resolved["file"] = std::filesystem::absolute(std::filesystem::path(s.base_dir) / resolved["file"].Scalar())
+                           .lexically_normal()
+                           .string();
   resolved["draws"] = draws.get_string("draws");
 }
 

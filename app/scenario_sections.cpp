@@ -185,16 +185,16 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
       choice_field("fabric", fabric_name(c.fabric), "intra-node GPU interconnect",
                    {"nvswitch", "nvlink-mesh", "hybrid-cube-mesh", "pcie"}),
       float_field("nvlink_bandwidth_GBps", c.nvlink_bandwidth_GBps, "GB/s",
-                  "per direction: per GPU (nvswitch), per pair (nvlink-mesh), per brick (hybrid-cube-mesh)", kMinGBps,
-                  kMaxGBps),
+                  "per direction: per GPU (nvswitch), per pair (nvlink-mesh), per brick (hybrid-cube-mesh); "
+                  "0 = none (pcie fabric)", 0.0, kMaxGBps),
       float_field("nvlink_latency_us", c.nvlink_latency_us, "us", "per NVLink hop", 0.0, kMaxLatencyUs),
       float_field("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps, "GB/s", "GPU to PCIe switch, per direction", kMinGBps, kMaxGBps),
       float_field("pcie_latency_us", c.pcie_latency_us, "us", "per PCIe hop", 0.0, kMaxLatencyUs),
       int_field("gpus_per_pcie_switch", c.gpus_per_pcie_switch, true, "", "GPUs under each PCIe switch", 1, 1024),
       float_field("pcie_uplink_GBps", c.pcie_uplink_GBps, "GB/s", "PCIe switch to CPU, per direction", kMinGBps, kMaxGBps),
       int_field("sockets", c.sockets, true, "", "CPU sockets per node", 1, 64),
-      float_field("socket_link_GBps", c.socket_link_GBps, "GB/s", "CPU to CPU link, per direction", kMinGBps, kMaxGBps),
-      float_field("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps, "Gbit/s", "per NIC, per direction", 8 * kMinGBps, 8 * kMaxGBps),
+      float_field("socket_link_GBps", c.socket_link_GBps, "GB/s", "CPU to CPU link, per direction; 0 = none (one socket)", 0.0, kMaxGBps),
+      float_field("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps, "Gbit/s", "per NIC, per direction; 0 = none (one node)", 0.0, 8 * kMaxGBps),
       int_field("nics_per_node", c.nics_per_node, true, "", "NICs per node", 0, 1024),
       float_field("nic_latency_us", c.nic_latency_us, "us", "NIC to network switch hop", 0.0, kMaxLatencyUs),
       float_field("collective_launch_us", c.collective_launch_us, "us", "fixed software cost of one collective", 0.0, kMaxLatencyUs),
@@ -296,6 +296,14 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
     if (v <= 0.0) diags.error(p.where(key).line ? p.where(key) : src.locate(node),
                               std::string("'") + key + "' must be > 0 for this cluster");
   };
+  // A link bandwidth is 0 (the cluster has no such link) or a real one: 1e-15 GB/s would make
+  // every transfer outlast simulated time's range.
+  for (const auto& [key, min] : {std::pair{"nvlink_bandwidth_GBps", kMinGBps}, std::pair{"socket_link_GBps", kMinGBps},
+                                 std::pair{"nic_bandwidth_Gbps", 8 * kMinGBps}})
+    if (p.get_float(key) > 0.0 && p.get_float(key) < min)
+      diags.error(p.given(key) ? p.where(key) : src.locate(node),
+                  std::string("'") + key + "' must be 0 (no such link) or at least " + num(min) + ", got " +
+                      num(p.get_float(key)));
   if (c.fabric != Fabric::kPcie) need_positive("nvlink_bandwidth_GBps", c.nvlink_bandwidth_GBps);
   need_positive("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps);
   need_positive("pcie_uplink_GBps", c.pcie_uplink_GBps);
@@ -333,7 +341,8 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
                                                             : std::filesystem::path(base_dir) / cal.Scalar();
       try {
         apply_calibration(c, load_calibration(path.string()));
-        resolved["calibration"] = path.string();
+        // Absolute, so scenario.resolved.yaml re-runs from its results folder.
+        resolved["calibration"] = std::filesystem::absolute(path).lexically_normal().string();
       } catch (const InputError& e) {
         for (const auto& d : e.diagnostics())
           diags.error(src.locate(cal), "calibration profile " + d.where.to_string() + ": " + d.message);

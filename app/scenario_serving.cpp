@@ -119,7 +119,8 @@ ArrivalSpec read_arrival(const YAML::Node& node, const YAML::Node& parent, Scena
                                            ? std::filesystem::path(a.file)
                                            : std::filesystem::path(s.base_dir) / a.file;
     a.resolved_file = path.string();
-    res["file"] = a.resolved_file;
+    // Absolute, so scenario.resolved.yaml re-runs from its results folder.
+    res["file"] = std::filesystem::absolute(path).lexically_normal().string();
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
       diags.error(p.where("file"), "request trace '" + a.resolved_file + "' does not exist");

@@ -175,7 +175,13 @@ ParamSet read_params(const YAML::Node& map, const std::vector<ParamSpec>& specs,
     v.type = spec.type;
     const YAML::Node given = have_map ? map[spec.name] : YAML::Node();
     bool ok = false;
-    if (have_map && given && given.IsNull()) {
+    if (have_map && given && given.IsNull() && spec.default_value == "~") {
+      // An optional value's `key: ~` says "none", which is its default: as if the key were absent
+      // (scenario.resolved.yaml writes unset optional values this way).
+      v.node = YAML::Node();
+      out.values_[spec.name] = std::move(v);
+      continue;
+    } else if (have_map && given && given.IsNull()) {
       // `key: ~` or `key:` would silently mean the default.
       diags.error(sources.locate(given), "'" + spec.name + "' has no value: give one, or leave the key out for its default");
       v.given = true;

@@ -125,6 +125,9 @@ std::unique_ptr<RoutingModel> make_trace(const ParamSet& p, const RoutingContext
   const auto at = [&](const std::string& name) { return p.given(name) ? p.where(name) : where; };
   std::filesystem::path file(p.get_string("file"));
   if (file.is_relative() && !ctx.base_dir.empty()) file = std::filesystem::path(ctx.base_dir) / file;
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw InputError(at("file"), "routing trace '" + file.string() + "' is a directory, not a CSV or JSON file");
   std::ifstream in(file);
   if (!in) throw InputError(at("file"), "cannot open routing trace '" + file.string() + "'");
   const bool json = in.peek() == '{' || file.extension() == ".json";
@@ -135,8 +138,10 @@ std::unique_ptr<RoutingModel> make_trace(const ParamSet& p, const RoutingContext
   for (const auto& [key, _] : counts.table) models.insert(key.first);
   std::string model = p.get_string("model");
   const std::string dataset = p.get_string("dataset");
-  if (!counts.named && (p.given("model") || p.given("dataset")))
-    throw InputError(at(p.given("model") ? "model" : "dataset"),
+  // Their defaults ("" and all) are what a JSON trace means, and what scenario.resolved.yaml writes.
+  const bool model_named = p.given("model") && !model.empty(), dataset_named = p.given("dataset") && dataset != "all";
+  if (!counts.named && (model_named || dataset_named))
+    throw InputError(at(model_named ? "model" : "dataset"),
                      "'" + file.string() + "' is a JSON trace of one model and dataset; drop 'model' and 'dataset'");
   if (!p.given("model")) {
     bool found = models.size() == 1;

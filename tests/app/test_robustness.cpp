@@ -68,7 +68,8 @@ TEST(Robustness, ExtremeHardwareNumbersAreLocatedErrorsInValidateAndRun) {
     const char* set;
     const char* says;
   } cases[] = {
-      {"hardware.nvlink_bandwidth_GBps=1e-15", "'nvlink_bandwidth_GBps' must be >= 0.001"},
+      {"hardware.nvlink_bandwidth_GBps=1e-15", "'nvlink_bandwidth_GBps' must be 0 (no such link) or at least 0.001"},
+      {"hardware.nic_bandwidth_Gbps=1e-15", "'nic_bandwidth_Gbps' must be 0 (no such link) or at least 0.008"},
       {"hardware.gpu.fp16_TFLOPS=1e-12", "'fp16_TFLOPS' must be 0 (unsupported) or at least 0.01"},
       {"hardware.collective_launch_us=1e18", "'collective_launch_us' must be <= 1e+06"},
       {"hardware.gpu.kernel_launch_us=1e18", "'kernel_launch_us' must be <= 1e+06"},
