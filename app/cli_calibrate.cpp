@@ -1,4 +1,5 @@
 // `moesim calibrate fit|report`: measurements → hardware profile, and its held-out accuracy.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -10,11 +11,30 @@
 namespace moesim {
 namespace {
 
+// Every file of a recognised format; others (a README or licence in `DIR/*`, a folder) are
+// skipped with a warning naming them, so a whole data folder can be given.
 calibration::Measurements load_all(const std::vector<std::string>& files) {
   calibration::Measurements all;
-  for (const auto& f : files) all.append(calibration::load_measurements(f));
+  std::size_t used = 0;
+  for (const auto& f : files) {
+    if (auto m = calibration::load_measurements_if_recognised(f)) {
+      all.append(*m);
+      ++used;
+    } else {
+      const Diagnostic skipped{SourceLocation{f, 0, 0},
+                               std::filesystem::is_directory(f) ? "skipped: a directory, not a measurement file"
+                                                                : "skipped: not a measurement format moesim reads",
+                               true};
+      std::cerr << skipped.to_string() << "\n";
+    }
+  }
+  if (used == 0)
+    throw InputError(SourceLocation{files.empty() ? "" : files.front(), 0, 0},
+                     "none of the " + std::to_string(files.size()) +
+                         " file(s) is a measurement file moesim reads (moesim-calibrate JSON, nccl-tests output, "
+                         "vidur or LLMCompass CSVs)");
   if (all.gemm.empty() && all.collectives.empty() && all.memcpy.empty())
-    throw InputError(SourceLocation{files.empty() ? "" : files.front(), 0, 0}, "no samples in the measurement files");
+    throw InputError(SourceLocation{files.front(), 0, 0}, "no samples in the measurement files");
   return all;
 }
 

@@ -234,7 +234,12 @@ void merge_label(std::string& mine, const std::string& theirs) {
   else if (mine.find(theirs) == std::string::npos) mine += " + " + theirs;
 }
 
-enum class Format { kJson, kNcclTests, kVidurNetwork, kVidurMlp, kLlmcompassMatmul, kUnknown };
+constexpr const char* kUnrecognisedFormat =
+    "unrecognised measurement format (expected moesim-measurements JSON, nccl-tests output, a vidur network "
+    "(all_reduce/send_recv) or mlp profile CSV, an LLMCompass matmul CSV, or a collective sweep CSV "
+    "size_bytes,latency_us,algbw_GBps,busbw_GBps)";
+
+enum class Format { kJson, kNcclTests, kVidurNetwork, kVidurMlp, kLlmcompassMatmul, kCollectiveSweepCsv, kUnknown };
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -256,6 +261,19 @@ Format detect_format(std::string_view text) {
   if (head.find("time_stats.all_reduce.median") != std::string_view::npos ||
       head.find("time_stats.send_recv.median") != std::string_view::npos)
     return Format::kVidurNetwork;
+  {
+    // A collective sweep CSV may open with '#' comment lines (provenance); its header follows.
+    std::size_t at = first;
+    while (at < text.size() && text[at] == '#') {
+      const auto nl = text.find('\n', at);
+      at = nl == std::string_view::npos ? text.size() : text.find_first_not_of(" \t\r\n", nl);
+      if (at == std::string_view::npos) at = text.size();
+    }
+    const std::string_view header = text.substr(at, text.find('\n', at) - at);
+    if (header.find("size_bytes") != std::string_view::npos && header.find("latency_us") != std::string_view::npos &&
+        header.find("algbw_GBps") != std::string_view::npos && header.find("busbw_GBps") != std::string_view::npos)
+      return Format::kCollectiveSweepCsv;
+  }
   // nccl-tests output is often wrapped in launcher noise (mpirun banners), so look at every line.
   std::istringstream lines{std::string(text)};
   for (std::string line; std::getline(lines, line);) {
@@ -369,30 +387,34 @@ std::string collective_op_from_name(const std::string& name) {
   return {};
 }
 
-Measurements load_measurements(const std::string& path) {
+std::optional<Measurements> load_measurements_if_recognised(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError(SourceLocation{path, 0, 0}, "measurement file not found");
-  if (fs::is_directory(path, ec))
-    throw InputError(SourceLocation{path, 0, 0}, "is a directory, not a measurement file");
+  if (fs::is_directory(path, ec)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   std::ostringstream buffer;
   if (in) buffer << in.rdbuf();
   if (!in || in.bad()) throw InputError(SourceLocation{path, 0, 0}, "cannot read measurement file");
   const std::string text = buffer.str();
+  const std::string name = fs::path(path).filename().string();
 
   switch (detect_format(text)) {
     case Format::kJson: return load_json(text, path);
-    case Format::kNcclTests:
-      return import_nccl_tests(text, path, collective_op_from_name(fs::path(path).filename().string()));
+    case Format::kNcclTests: return import_nccl_tests(text, path, collective_op_from_name(name));
     case Format::kVidurNetwork: return import_vidur_network_csv(text, path);
     case Format::kVidurMlp: return import_vidur_mlp_csv(text, path);
     case Format::kLlmcompassMatmul: return import_llmcompass_matmul_csv(text, path);
+    case Format::kCollectiveSweepCsv: return import_collective_sweep_csv(text, path, collective_op_from_name(name));
     case Format::kUnknown: break;
   }
-  throw InputError(SourceLocation{path, 0, 0},
-                   "unrecognised measurement format (expected moesim-measurements JSON, nccl-tests output, "
-                   "a vidur network (all_reduce/send_recv) or mlp profile CSV, or an LLMCompass matmul CSV)");
+  return std::nullopt;
+}
+
+Measurements load_measurements(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw InputError(SourceLocation{path, 0, 0}, "is a directory, not a measurement file");
+  if (auto m = load_measurements_if_recognised(path)) return std::move(*m);
+  throw InputError(SourceLocation{path, 0, 0}, kUnrecognisedFormat);
 }
 
 }  // namespace moesim::calibration

@@ -59,14 +59,24 @@ struct Measurements {
 
 /// Loads any supported file, recognised by content: moesim JSON, nccl-tests text output,
 /// vidur's compute (mlp.csv) and network (all_reduce.csv / send_recv.csv) profiles, and
-/// LLMCompass's matmul CSV. Throws InputError (file:line) on unreadable or unrecognised input.
+/// LLMCompass's matmul CSV and collective sweep CSV. Throws InputError (file:line) on unreadable
+/// or unrecognised input.
 Measurements load_measurements(const std::string& path);
+
+/// Like load_measurements, but a file of no supported format (a README, a licence, a directory
+/// in a `DIR/*` glob) gives nullopt instead of an error. A recognised file with bad content still
+/// throws InputError.
+std::optional<Measurements> load_measurements_if_recognised(const std::string& path);
 
 /// Importers, one per format (`origin` names the file in errors).
 Measurements import_nccl_tests(const std::string& text, const std::string& origin);
 Measurements import_vidur_network_csv(const std::string& text, const std::string& origin);
 Measurements import_vidur_mlp_csv(const std::string& text, const std::string& origin);
 Measurements import_llmcompass_matmul_csv(const std::string& text, const std::string& origin);
+/// A one-node collective sweep as LLMCompass publishes its measured all-reduce
+/// (size_bytes,latency_us,algbw_GBps,busbw_GBps). The columns do not name the collective: `op`
+/// (from the file name) does; the GPU count is read from busbw/algbw, the op's bus factor.
+Measurements import_collective_sweep_csv(const std::string& text, const std::string& origin, const std::string& op);
 
 /// nccl-tests output with the collective named by the caller ("all_gather", "alltoall_perf", ...;
 /// "" = infer). A log's own "# Collective test starting: X_perf" line wins; the hint settles logs

@@ -179,6 +179,34 @@ TEST(CalibrateCli, HostLinkFitRecoversLatencyAndBandwidth) {
   EXPECT_DOUBLE_EQ(spec.pcie_bandwidth_GBps, 20.0);
 }
 
+// `calibrate fit DIR/*` over a folder with a README, a licence and a subfolder: those are skipped,
+// each named in a warning; a folder of nothing usable is exit 2.
+TEST(CalibrateCli, FitSkipsFilesItDoesNotRecogniseNamingThem) {
+  namespace fs = std::filesystem;
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const std::string data = std::string(root ? root : ".") + "/tests/data/";
+  const fs::path dir = fs::temp_directory_path() / "moesim-fit-skip";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "README.md") << "# measurements\n";
+  std::ofstream(dir / "LICENSE") << "MIT\n";
+  const auto profile = (dir / "p.yaml").string();
+  auto r = testing_support::run_cli_captured({"calibrate", "fit", (dir / "README.md").string(), (dir / "LICENSE").string(),
+                                              (dir / "sub").string(), data + "a100/all_reduce_4xa100_nvlink3.csv",
+                                              "--base", "hgx-a100-4gpu-nvlink", "--out", profile});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find((dir / "README.md").string() + ": warning: skipped: not a measurement format moesim reads"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find((dir / "LICENSE").string() + ": warning: skipped"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir / "sub").string() + ": warning: skipped: a directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("from 0 GEMM, 32 collective"), std::string::npos) << r.out;
+  r = testing_support::run_cli_captured({"calibrate", "fit", (dir / "README.md").string(), "--base", "dgx-a100", "--out", profile});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("none of the 1 file(s) is a measurement file moesim reads"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 // fit → profile YAML → report → `moesim cost --calibration` reflects the measured all-reduce.
 TEST(CalibrateCli, FitReportAndCostRoundTrip) {
   const char* root = std::getenv("MOESIM_SOURCE_ROOT");

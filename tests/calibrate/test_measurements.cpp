@@ -318,6 +318,43 @@ TEST(LoadMeasurements, RecognisesEveryFormatByContent) {
   EXPECT_EQ(json.to_json(), sample_set().to_json());
 }
 
+TEST(Importers, CollectiveSweepCsvReadsTheGpuCountFromTheBusFactor) {
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const std::string file = std::string(root ? root : ".") + "/tests/data/a100/all_reduce_4xa100_nvlink3.csv";
+  const Measurements m = load_measurements(file);
+  ASSERT_EQ(m.collectives.size(), 32u);  // 8 B ... 16 GB
+  for (const auto& c : m.collectives) {
+    EXPECT_EQ(c.op, "all_reduce");
+    EXPECT_EQ(c.gpus, 4);  // busbw / algbw = 1.5 = 2(n-1)/n
+    EXPECT_EQ(c.nodes, 1);
+  }
+  EXPECT_EQ(m.collectives.front().bytes, 8.0);
+  EXPECT_DOUBLE_EQ(m.collectives.front().time_us, 12.52);
+  EXPECT_EQ(m.collectives.back().bytes, 17179869184.0);
+  EXPECT_DOUBLE_EQ(m.collectives.back().time_us, 110277.0);
+  // 8 GPUs: factor 1.75; all-gather over 8: factor 0.875.
+  const std::string eight = "size_bytes,latency_us,algbw_GBps,busbw_GBps\n1048576,20.0,52.4,91.7\n";
+  EXPECT_EQ(import_collective_sweep_csv(eight, "x.csv", "all_reduce").collectives[0].gpus, 8);
+  const std::string gather = "size_bytes,latency_us,algbw_GBps,busbw_GBps\n1048576,20.0,52.4,45.85\n";
+  EXPECT_EQ(import_collective_sweep_csv(gather, "x.csv", "all_gather").collectives[0].gpus, 8);
+  // The file name names the collective; without it, or with a ratio of no GPU count, a located error.
+  const std::string unnamed = write_temp("sweep_4xa100.csv", eight);
+  EXPECT_NE(std::string(input_error([&] { load_measurements(unnamed); }).what()).find("name the collective in the file name"),
+            std::string::npos);
+  const std::string odd = "size_bytes,latency_us,algbw_GBps,busbw_GBps\n1,1.0,1.0,1.0\n2,1.0,10.0,12.0\n";
+  const auto e = input_error([&] { import_collective_sweep_csv(odd, "o.csv", "all_reduce"); });
+  EXPECT_EQ(e.diagnostics()[0].where.line, 3);
+  EXPECT_NE(std::string(e.what()).find("is no all_reduce bus factor of a GPU count"), std::string::npos) << e.what();
+}
+
+TEST(LoadMeasurements, UnrecognisedFilesAreSkippableButRecognisedBadOnesStayErrors) {
+  EXPECT_FALSE(load_measurements_if_recognised(write_temp("README.md", "# data\nsome text\n")).has_value());
+  EXPECT_FALSE(load_measurements_if_recognised(::testing::TempDir()).has_value());  // a directory
+  EXPECT_TRUE(load_measurements_if_recognised(data("vidur_mlp_excerpt.csv")).has_value());
+  EXPECT_THROW(load_measurements_if_recognised(write_temp("bad.json", "{ oops")), InputError);
+  EXPECT_THROW(load_measurements_if_recognised(write_temp("x", "") + ".absent"), InputError);
+}
+
 TEST(LoadMeasurements, UnusableFilesAreInputErrorsAtThePath) {
   const std::string garbage = write_temp("garbage.txt", "hello,world\n1,2\n");
   const auto e = input_error([&] { load_measurements(garbage); });
