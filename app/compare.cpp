@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/sweep.hpp"
 #include "app/sweep_log.hpp"
 #include "core/diagnostics.hpp"
 
@@ -108,13 +109,6 @@ std::string ratio_text(const std::optional<double>& v, const std::optional<doubl
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", *v / *base);
   return buf;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (const char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
 }
 
 // Checks each asked-for metric against what the runs have; lists the valid names on a miss.

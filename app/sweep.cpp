@@ -73,14 +73,6 @@ nlohmann::json axes_json(const std::vector<SweepAxis>& axes) {
   return a;
 }
 
-// CSV field per RFC 4180: quoted only when it holds a separator, quote or line break.
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (const char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 // A CSV cell: strings bare (then quoted by csv_field if needed), null empty.
 std::string scalar_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -145,6 +137,13 @@ std::vector<std::string> expand_range(const std::string& text, const std::string
   std::vector<std::string> out;
   for (std::size_t i = 0; i < n; ++i) out.push_back(format_number(x + static_cast<double>(i) * step));
   return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (const char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
 }
 
 std::string format_number(double v) {

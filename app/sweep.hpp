@@ -82,6 +82,9 @@ std::vector<std::string> parse_value_list(const std::string& text, const std::st
 /// start + i * step (1.6000000000000001 prints 1.6), and never "-0".
 std::string format_number(double v);
 
+/// A CSV field per RFC 4180: quoted only when it holds a separator, quote or line break.
+std::string csv_field(const std::string& s);
+
 /// Parses `key=v1,v2,...` given to `option`. Values are YAML text split at top-level commas
 /// (`[a,b]` and quoted commas stay whole); a value `start:stop:step` of three numbers is expanded.
 /// Throws InputError located at "<option> <spec>".
