@@ -97,6 +97,20 @@ std::string all(const std::vector<Diagnostic>& d) {
 
 }  // namespace
 
+// Finding in scenario loading: `workload.arrival` as a mapping without `process` (here a --set of
+// `arrival.rate_per_s` onto a file whose `arrival:` key is misspelt) was an internal error
+// (yaml-cpp's "invalid node") instead of the located "'arrival' needs a 'process'".
+TEST(FuzzRegressions, ArrivalMappingWithoutProcessIsLocated) {
+  const std::string file = "name: x\nmodel: mixtral-8x7b\nhardware: dgx-a100\nworkload:\n  kind: serving\n"
+                           "  arrival: {rate_per_s: 40}\npolicy: static-ep\n";
+  const auto d = scenario_errors(file);
+  EXPECT_TRUE(mentions(d, "fuzz.yaml:6:12: error: 'arrival' needs a 'process'")) << all(d);
+  const auto set = scenario_errors("--set workload.arrival.rate_per_s=50\nname: x\nmodel: mixtral-8x7b\n"
+                                   "hardware: dgx-a100\nworkload:\n  kind: serving\n  arrioal: {process: poisson}\n"
+                                   "policy: static-ep\n");
+  EXPECT_TRUE(mentions(set, "'arrival' needs a 'process'")) << all(set);
+}
+
 // Findings in the measurement importers: sizes near int64's limit overflowed the arithmetic on
 // them (UBSan: signed overflow), and sizes past int's range were silently truncated into the
 // sample's `int` fields, giving measurements that the JSON reader then rejects.
