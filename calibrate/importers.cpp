@@ -234,10 +234,12 @@ class NcclTestsParser : Cells {
       fail(l.number, 1, "Rank " + std::to_string(id) + " is listed twice: several single-process copies of "
                         "nccl-tests ran side by side (build nccl-tests with MPI=1 to run one test over processes)");
     run_.ranks.push_back(id);
+    // The host is the word after the first "on" (one per rank: more would count more nodes than GPUs).
     for (std::size_t i = 2; i + 1 < words.size(); ++i)
       if (words[i].text == "on") {
         const std::string host(words[i + 1].text);
         if (std::find(run_.hosts.begin(), run_.hosts.end(), host) == run_.hosts.end()) run_.hosts.push_back(host);
+        break;
       }
     if (const auto bracket = body.find("] "); m_.device.empty() && bracket != std::string_view::npos)
       m_.device = std::string(trim(body.substr(bracket + 2)));

@@ -146,6 +146,22 @@ TEST(FuzzRegressions, NcclTestsHugeCountDoesNotOverflowTheReduceScatterCheck) {
   EXPECT_TRUE(rs.collectives.empty());  // 128 x 4 bytes x 2 GPUs = 1024: reduce_scatter, still skipped
 }
 
+// A Rank line with "on HOST" twice (two lines run together) counted two nodes for one GPU: the
+// import succeeded but its measurements did not read back ("2 nodes cannot hold 1 GPUs").
+TEST(FuzzRegressions, NcclTestsRankLineNamesOneHost) {
+  const auto d = measurement_errors(7, "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1048576\n"
+                                       "#  Rank  0 Group  0 Pid  4 on dgx-a100-01 device  0 [0x07] NVIDIA A100 Group  0 "
+                                       "Pid  5 on dgx-a100-02 device  7 [0xbd] NVIDIA A100-SXM4-80GB\n"
+                                       "#       size   count   type   redop    root     time   algbw   busbw  #wrong\n"
+                                       "     1048576  524288   half     sum      -1   464.00    2.26    4.24       0\n");
+  EXPECT_TRUE(d.empty()) << all(d);
+  const auto m = cal::import_nccl_tests("#  nThread 1 nGpus 1\n#  Rank  0 Group  0 Pid  4 on a device 0 on b\n"
+                                        "#  size  count  type  redop  root  time\n  1024  256  float  sum  -1  10.0\n",
+                                        "n.txt", "all_reduce");
+  ASSERT_EQ(m.collectives.size(), 1u);
+  EXPECT_EQ(m.collectives[0].nodes, 1);
+}
+
 TEST(FuzzRegressions, VidurNetworkWorkersPastTheLimitAreLocated) {
   const auto d = measurement_errors(4, "num_workers,devices_per_node,size,time_stats.all_reduce.median\n"
                                        "9223372036854775807,2,1024,0.5\n");
