@@ -2,6 +2,7 @@
 #   make run   — install what is missing, configure, build, simulate scenarios/quickstart.yaml
 #   make test  — same set-up, then the whole test suite
 #   make plots — same set-up, then every notebook in notebooks/ executed headless (PNGs in results/plots/)
+#   make fuzz  — clang + libFuzzer build in build-fuzz/, each fuzz target for FUZZ_SECONDS (findings in build-fuzz/findings/)
 # Everything else here is a helper of those two.
 
 BUILD ?= build
@@ -18,7 +19,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test deps configure build bench papers plots sanitize clean
+.PHONY: run test deps configure build bench papers plots sanitize fuzz clean
 
 run: build
 	./$(BUILD)/moesim run scenarios/quickstart.yaml
@@ -81,6 +82,46 @@ sanitize: deps
 	ninja -C $(SANITIZE_BUILD)
 	ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  meson test -C $(SANITIZE_BUILD) --print-errorlogs
+
+# Fuzzing (tests/fuzz/): a clang build with libFuzzer, ASan and UBSan in build-fuzz/, then each
+# target for FUZZ_SECONDS from a scratch corpus seeded with scenarios/ and tests/data/ (the seed
+# folders are only read). Crashing inputs land in build-fuzz/findings/; any finding fails the run.
+# Reproduce one with ./build-fuzz/tests/fuzz/<target> <file>.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := fuzz_scenario fuzz_measurements
+FUZZ_APT_PACKAGES := clang libclang-rt-14-dev
+FUZZ_FLAGS := -max_len=16384 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1
+fuzz: deps
+	@missing=""; for p in $(FUZZ_APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@[ -f build-fuzz/build.ninja ] || CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=enabled \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=2 -Ddebug=false -Dcpp_args=-g1 \
+	  -Dtests=disabled -Dbenchmarks=disabled -Dcuda=disabled
+	ninja -C build-fuzz
+	@mkdir -p build-fuzz/findings build-fuzz/corpus/fuzz_scenario build-fuzz/corpus/fuzz_measurements; \
+	for f in $$(find scenarios -name '*.yaml') tests/fuzz/seeds/fuzz_scenario/*; do \
+	  cp "$$f" build-fuzz/corpus/fuzz_scenario/$$(echo "$$f" | tr / _); \
+	done; \
+	for f in $$(find tests/data -type f); do \
+	  for i in 0 1 2 3 4 5 6 7; do \
+	    { printf "\\$$i"; cat "$$f"; } > build-fuzz/corpus/fuzz_measurements/$$i$$(echo "$$f" | tr / _); \
+	  done; \
+	done; \
+	failed=""; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s (log: build-fuzz/$$t.log)"; \
+	  ./build-fuzz/tests/fuzz/$$t $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/$$t.dict \
+	    -artifact_prefix=build-fuzz/findings/$$t- build-fuzz/corpus/$$t > build-fuzz/$$t.log 2>&1 \
+	    || failed="$$failed $$t"; \
+	  grep -E '^#[0-9]+ +(INITED|DONE)|^==[0-9]+==|^SUMMARY|^stat::|internal error|Test unit written' build-fuzz/$$t.log; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzzing found problems in:$$failed (inputs in build-fuzz/findings/, logs in build-fuzz/<target>.log)" >&2; exit 1; fi; \
+	echo "fuzzing found nothing; logs in build-fuzz/<target>.log"
 
 clean:
 	rm -rf $(BUILD) build-asan $(SANITIZE_BUILD) build-fuzz

@@ -72,8 +72,9 @@ ArrivalSpec read_arrival(const YAML::Node& node, const YAML::Node& parent, Scena
     named = true;
   } else if (given && node.IsMap()) {
     map.reset(node);
-    name_node.reset(node["process"]);
+    // A const mapping without the key yields an invalid node, which reset() refuses: look first.
     named = node["process"].IsDefined();
+    if (named) name_node.reset(node["process"]);
     if (!named) {
       diags.error(s.arrival_where, "'arrival' needs a 'process' (valid: " + [] {
         std::string v;

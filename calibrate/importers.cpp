@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -74,13 +75,18 @@ class Cells {
     return v;
   }
 
-  std::int64_t integer(const Line& l, const Field& f, std::string_view what, std::int64_t min) const {
+  /// An integer in [min, max]; `max` keeps sizes within the `int` fields and the arithmetic on them.
+  std::int64_t integer(const Line& l, const Field& f, std::string_view what, std::int64_t min,
+                       std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(f.text.data(), f.text.data() + f.text.size(), v);
     if (f.text.empty() || ec != std::errc() || end != f.text.data() + f.text.size())
       fail(l.number, f.column, std::string(what) + ": expected an integer, got '" + std::string(f.text) + "'");
     if (v < min)
       fail(l.number, f.column, std::string(what) + ": must be at least " + std::to_string(min) + ", got " +
+                                   std::string(f.text));
+    if (v > max)
+      fail(l.number, f.column, std::string(what) + ": must be at most " + std::to_string(max) + ", got " +
                                    std::string(f.text));
     return v;
   }
@@ -126,8 +132,8 @@ class Csv : public Cells {
   double positive(const Row& r, std::size_t col) const {
     return Cells::positive(r.line, r.cells[col], header_.cells[col].text);
   }
-  std::int64_t integer(const Row& r, std::size_t col, std::int64_t min) const {
-    return Cells::integer(r.line, r.cells[col], header_.cells[col].text, min);
+  std::int64_t integer(const Row& r, std::size_t col, std::int64_t min, std::int64_t max) const {
+    return Cells::integer(r.line, r.cells[col], header_.cells[col].text, min, max);
   }
 
  private:
@@ -203,8 +209,11 @@ class NcclTestsParser : Cells {
       run_.ranks.clear();
       run_.hosts.clear();
       run_.columns.clear();
-      run_.threads = integer(l, words[1], "nThread", 1);
-      run_.gpus_per_thread = integer(l, words[3], "nGpus", 1);
+      run_.threads = integer(l, words[1], "nThread", 1, kMaxGpus);
+      run_.gpus_per_thread = integer(l, words[3], "nGpus", 1, kMaxGpus);
+      if (run_.threads * run_.gpus_per_thread > kMaxGpus)
+        fail(l.number, words[3].column, "nThread x nGpus: " + std::to_string(run_.threads * run_.gpus_per_thread) +
+                                            " GPUs, more than " + std::to_string(kMaxGpus));
       if (!has("nccl_tests_args")) m_.environment["nccl_tests_args"] = std::string(body);
     } else if (words[0].text == "Rank" && words.size() > 1) {
       rank(l, body, words);
@@ -220,15 +229,17 @@ class NcclTestsParser : Cells {
 
   // "#  Rank  0 Group  0 Pid  41233 on dgx-a100-01 device  0 [0000:07:00] NVIDIA A100-SXM4-80GB"
   void rank(const Line& l, std::string_view body, const std::vector<Field>& words) {
-    const auto id = integer(l, words[1], "Rank", 0);
+    const auto id = integer(l, words[1], "Rank", 0, kMaxGpus - 1);
     if (std::find(run_.ranks.begin(), run_.ranks.end(), id) != run_.ranks.end())
       fail(l.number, 1, "Rank " + std::to_string(id) + " is listed twice: several single-process copies of "
                         "nccl-tests ran side by side (build nccl-tests with MPI=1 to run one test over processes)");
     run_.ranks.push_back(id);
+    // The host is the word after the first "on" (one per rank: more would count more nodes than GPUs).
     for (std::size_t i = 2; i + 1 < words.size(); ++i)
       if (words[i].text == "on") {
         const std::string host(words[i + 1].text);
         if (std::find(run_.hosts.begin(), run_.hosts.end(), host) == run_.hosts.end()) run_.hosts.push_back(host);
+        break;
       }
     if (const auto bracket = body.find("] "); m_.device.empty() && bracket != std::string_view::npos)
       m_.device = std::string(trim(body.substr(bracket + 2)));
@@ -251,8 +262,9 @@ class NcclTestsParser : Cells {
     if (!redop.empty() && redop != "none") {
       const std::string_view count = cell(f, "count");
       const auto width = element_bytes(cell(f, "type"));
-      if (!count.empty() && gpus > 1 && width > 0 &&
-          integer(l, {count, 1}, "count", 0) * width * gpus == size) {
+      // count · width · gpus == size, without the product (count is as large as the file says).
+      if (!count.empty() && gpus > 1 && width > 0 && size % (width * gpus) == 0 &&
+          integer(l, {count, 1}, "count", 0) == size / (width * gpus)) {
         run_.skip = "reduce_scatter";
         return {};
       }
@@ -326,8 +338,8 @@ Measurements import_vidur_network_csv(const std::string& text, const std::string
   Measurements m;
   m.source = "vidur";
   for (const auto& row : csv.rows()) {
-    const auto gpus = csv.integer(row, workers, 1), gpus_per_node = csv.integer(row, per_node, 1);
-    const auto bytes = static_cast<double>(csv.integer(row, size, 1));
+    const auto gpus = csv.integer(row, workers, 1, kMaxGpus), gpus_per_node = csv.integer(row, per_node, 1, kMaxGpus);
+    const auto bytes = static_cast<double>(csv.integer(row, size, 1, std::numeric_limits<std::int64_t>::max()));
     const int nodes = static_cast<int>((gpus + gpus_per_node - 1) / gpus_per_node);
     m.collectives.push_back({op, static_cast<int>(gpus), nodes, bytes, 1e3 * csv.positive(row, *time)});  // ms → us
   }
@@ -346,8 +358,8 @@ Measurements import_vidur_mlp_csv(const std::string& text, const std::string& or
   // weighing more in the fit. std::map keyed on (m, n, k) also gives a stable output order.
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::vector<double>> times;
   for (const auto& row : csv.rows()) {
-    const auto m = csv.integer(row, tokens, 1), e = csv.integer(row, embd, 1);
-    const auto ff = csv.integer(row, expanded, 1), t = csv.integer(row, tp, 1);
+    const auto m = csv.integer(row, tokens, 1, kMaxGemmDim), e = csv.integer(row, embd, 1, kMaxGemmDim);
+    const auto ff = csv.integer(row, expanded, 1, kMaxGemmDim), t = csv.integer(row, tp, 1, kMaxGpus);
     if (ff % t != 0)
       csv.fail(row.line.number, row.cells[tp].column,
                "n_expanded_embd " + std::to_string(ff) + " does not split over " + std::to_string(t) + " GPUs");
@@ -382,9 +394,9 @@ Measurements import_llmcompass_matmul_csv(const std::string& text, const std::st
       cells.fail(l.number, 1, "expected 5 cells (M, N, K, time, throughput), got " + std::to_string(f.size()));
     GemmSample g;
     g.dtype = "fp16";
-    g.m = cells.integer(l, f[0], "M", 1);
-    g.n = cells.integer(l, f[1], "N", 1);
-    g.k = cells.integer(l, f[2], "K", 1);
+    g.m = cells.integer(l, f[0], "M", 1, kMaxGemmDim);
+    g.n = cells.integer(l, f[1], "N", 1, kMaxGemmDim);
+    g.k = cells.integer(l, f[2], "K", 1, kMaxGemmDim);
     const std::string_view time = f[3].text;
     if (!time.ends_with("ms") && !time.ends_with("us"))
       cells.fail(l.number, f[3].column, "time: expected a value in ms or us, got '" + std::string(time) + "'");
@@ -430,7 +442,7 @@ Measurements import_collective_sweep_csv(const std::string& text, const std::str
   Measurements m;
   m.source = "collective sweep CSV";
   for (const auto& row : csv.rows())
-    m.collectives.push_back({op, static_cast<int>(gpus), 1, static_cast<double>(csv.integer(row, size, 1)),
+    m.collectives.push_back({op, static_cast<int>(gpus), 1, static_cast<double>(csv.integer(row, size, 1, std::numeric_limits<std::int64_t>::max())),
                              csv.positive(row, latency)});
   return m;
 }

@@ -50,11 +50,11 @@ class FieldReader {
     return s;
   }
 
-  /// An integer >= `min`; `fallback` makes the key optional.
-  std::int64_t integer(const char* key, std::int64_t min, std::optional<std::int64_t> fallback = {}) {
+  /// An integer in [min, max]; `fallback` makes the key optional.
+  std::int64_t integer(const char* key, std::int64_t min, std::int64_t max, std::optional<std::int64_t> fallback = {}) {
     const json* v = find(key, !fallback);
     if (!v) return fallback.value_or(0);
-    return to_integer(*v, key, min);
+    return to_integer(*v, key, min, max);
   }
 
   /// A finite number > 0 (times, byte counts).
@@ -68,7 +68,7 @@ class FieldReader {
     return v->get<double>();
   }
 
-  std::vector<std::int64_t> integers(const char* key, std::int64_t min) {
+  std::vector<std::int64_t> integers(const char* key, std::int64_t min, std::int64_t max) {
     std::vector<std::int64_t> out;
     const json* v = find(key, false);
     if (!v) return out;
@@ -77,7 +77,7 @@ class FieldReader {
       return out;
     }
     for (std::size_t i = 0; i < v->size(); ++i)
-      out.push_back(to_integer((*v)[i], std::string(key) + "[" + std::to_string(i) + "]", min));
+      out.push_back(to_integer((*v)[i], std::string(key) + "[" + std::to_string(i) + "]", min, max));
     return out;
   }
 
@@ -100,7 +100,7 @@ class FieldReader {
     return nullptr;
   }
 
-  std::int64_t to_integer(const json& v, const std::string& key, std::int64_t min) {
+  std::int64_t to_integer(const json& v, const std::string& key, std::int64_t min, std::int64_t max) {
     // Accept 64.0 as well as 64: writers in other languages do not always keep the distinction.
     const bool integral = v.is_number_integer() ||
                           (v.is_number_float() && std::isfinite(v.get<double>()) &&
@@ -109,8 +109,14 @@ class FieldReader {
       fail(key, "must be an integer, got " + v.dump());
       return 0;
     }
+    // An unsigned value past int64's range is too large for any field (and would wrap).
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+      fail(key, "must be at most " + std::to_string(max) + ", got " + v.dump());
+      return 0;
+    }
     const auto n = v.is_number_float() ? static_cast<std::int64_t>(v.get<double>()) : v.get<std::int64_t>();
     if (n < min) fail(key, "must be at least " + std::to_string(min) + ", got " + std::to_string(n));
+    else if (n > max) fail(key, "must be at most " + std::to_string(max) + ", got " + std::to_string(n));
     return n;
   }
 
@@ -182,10 +188,10 @@ Measurements parse(const json& j, std::vector<std::string>& errors) {
     r.only({"dtype", "m", "n", "k", "group_m", "time_us"});
     GemmSample g;
     g.dtype = r.choice("dtype", kDtypes, "dtype");
-    g.m = r.integer("m", 1);
-    g.n = r.integer("n", 1);
-    g.k = r.integer("k", 1);
-    g.group_m = r.integers("group_m", 0);  // an expert that received no tokens is a 0-row group
+    g.m = r.integer("m", 1, kMaxGemmDim);
+    g.n = r.integer("n", 1, kMaxGemmDim);
+    g.k = r.integer("k", 1, kMaxGemmDim);
+    g.group_m = r.integers("group_m", 0, kMaxGemmDim);  // an expert that received no tokens is a 0-row group
     g.time_us = r.positive("time_us");
     std::int64_t sum = 0;
     for (auto rows : g.group_m) sum += rows;
@@ -197,8 +203,8 @@ Measurements parse(const json& j, std::vector<std::string>& errors) {
     r.only({"kind", "src", "dst", "bytes", "time_us"});
     MemcpySample c;
     c.kind = r.choice("kind", kCopyKinds, "copy kind");
-    c.src = static_cast<int>(r.integer("src", 0, 0));
-    c.dst = static_cast<int>(r.integer("dst", 0, 0));
+    c.src = static_cast<int>(r.integer("src", 0, kMaxGpus - 1, 0));
+    c.dst = static_cast<int>(r.integer("dst", 0, kMaxGpus - 1, 0));
     c.bytes = r.positive("bytes");
     c.time_us = r.positive("time_us");
     m.memcpy.push_back(std::move(c));
@@ -207,8 +213,8 @@ Measurements parse(const json& j, std::vector<std::string>& errors) {
     r.only({"op", "gpus", "nodes", "bytes", "time_us", "algbw_GBps", "busbw_GBps"});
     CollectiveSample c;
     c.op = r.choice("op", kCollectiveOps, "collective op");
-    c.gpus = static_cast<int>(r.integer("gpus", 1));
-    c.nodes = static_cast<int>(r.integer("nodes", 1));
+    c.gpus = static_cast<int>(r.integer("gpus", 1, kMaxGpus));
+    c.nodes = static_cast<int>(r.integer("nodes", 1, kMaxGpus));
     c.bytes = r.positive("bytes");
     c.time_us = r.positive("time_us");
     if (c.nodes > c.gpus && c.gpus >= 1)

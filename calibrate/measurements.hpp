@@ -3,6 +3,7 @@
 // what the importers turn other tools' output into (nccl-tests text, vidur and LLMCompass CSVs).
 // The fitter reads only this.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,11 @@ namespace moesim::calibration {
 
 /// The "format" value of a measurement file this build reads and writes.
 inline constexpr const char* kMeasurementsFormat = "moesim-measurements/1";
+
+/// Upper bounds every reader enforces, so sizes stay in range of the `int` fields and of the
+/// arithmetic on them: a GEMM dimension is an `int` in cuBLAS, and no cluster has 2^20 GPUs.
+inline constexpr std::int64_t kMaxGemmDim = std::numeric_limits<std::int32_t>::max();
+inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 
 /// One timed GEMM: C[m,n] = A[m,k]·B[k,n] in `dtype` ("fp32", "fp16", "bf16", "fp8").
 /// For a grouped GEMM, `group_m` lists each group's rows and m is their sum.
