@@ -109,8 +109,8 @@ fuzz: deps
 	  cp "$$f" build-fuzz/corpus/fuzz_scenario/$$(echo "$$f" | tr / _); \
 	done; \
 	for f in $$(find tests/data -type f); do \
-	  for i in 0 1 2 3 4 5 6 7; do \
-	    { printf "\\$$i"; cat "$$f"; } > build-fuzz/corpus/fuzz_measurements/$$i$$(echo "$$f" | tr / _); \
+	  for i in 0 1 2 3 4 5 6 7 8 9; do \
+	    { printf "\\$$(printf %03o $$i)"; cat "$$f"; } > build-fuzz/corpus/fuzz_measurements/$$i$$(echo "$$f" | tr / _); \
 	  done; \
 	done; \
 	failed=""; for t in $(FUZZ_TARGETS); do \

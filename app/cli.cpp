@@ -160,7 +160,7 @@ int run_cli(int argc, char** argv) {
   long long m = 0, n = 0, k = 0;
   int gpus = 0;
   double bytes = 0;
-  bool json = false;
+  bool json = false, explain = false;
   std::string calibration_file;
   std::string network_model = "flow";
   auto* gemm = cost->add_subcommand("gemm", "time of C[m,n] = A[m,k]·B[k,n] on one GPU");
@@ -171,6 +171,7 @@ int run_cli(int argc, char** argv) {
   gemm->add_option("--k", k, "inner dimension")->required()->check(CLI::PositiveNumber);
   gemm->add_option("--dtype", dtype, "fp32 | fp16 | bf16 | fp8")->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
   gemm->add_flag("--json", json, "machine-readable output");
+  gemm->add_flag("--explain", explain, "how the time arises: tiles, k loop, efficiency, compute vs memory bound");
   std::vector<CLI::App*> collectives;
   for (const char* name : {"allreduce", "allgather", "alltoall", "sendrecv"}) {
     auto* c = cost->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster");
@@ -178,6 +179,8 @@ int run_cli(int argc, char** argv) {
     c->add_option("--gpus", gpus, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
     c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(finite_number)->check(CLI::NonNegativeNumber);
     c->add_flag("--json", json, "machine-readable output");
+    c->add_flag("--explain", explain,
+                "how the time arises: algorithm, protocol, channels, bottleneck link, efficiency, launch");
     c->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
     c->add_option("--network-model", network_model, "network backend timing the flows (default: flow)")
         ->check(CLI::IsMember({"flow", "analytic"}));
@@ -218,9 +221,9 @@ int run_cli(int argc, char** argv) {
       compare_results(compare_options, std::cout);
       return 0;
     }
-    if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json);
+    if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json, explain);
     for (auto* c : collectives)
-      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, gpus, bytes, calibration_file, network_model, json);
+      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, gpus, bytes, calibration_file, network_model, json, explain);
     if (fit->parsed()) return cli_calibrate_fit(measurement_files, base, profile_out, holdout);
     if (report->parsed()) return cli_calibrate_report(profile_in, measurement_files, json);
   } catch (const InputError& e) {

@@ -19,10 +19,11 @@ int run_cli(int argc, char** argv);
 /// Subcommands implemented in their own files. `calibration` is a profile path or empty.
 int cli_list(const char* what);
 int cli_cost_gemm(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
-                  const std::string& calibration, bool json);
+                  const std::string& calibration, bool json, bool explain = false);
 /// `network_model` names the backend timing the collective's flows ("flow" or "analytic").
 int cli_cost_collective(const std::string& kind, const std::string& hardware, int gpus, double bytes,
-                        const std::string& calibration, const std::string& network_model, bool json);
+                        const std::string& calibration, const std::string& network_model, bool json,
+                        bool explain = false);
 int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& base, const std::string& out,
                       double holdout);
 int cli_calibrate_report(const std::string& profile, const std::vector<std::string>& files, bool json);

@@ -1,15 +1,114 @@
 // `moesim cost`: what the simulator believes one operation costs, in microseconds.
 #include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "app/cli.hpp"
+#include "hardware/collective_explain.hpp"
 #include "hardware/collectives.hpp"
 #include "hardware/cost_model.hpp"
 
 namespace moesim {
 
+namespace {
+
+std::string gbps(double Bps) {
+  std::ostringstream s;
+  s << Bps / 1e9 << " GB/s";
+  return s.str();
+}
+
+// The factors behind a GEMM's time: tiles and k-loop, or the measured curve; compute vs memory.
+nlohmann::json explain_gemm(const ComputeCostModel& model, const Op& op) {
+  const GpuSpec& g = model.gpu();
+  const double peak = g.peak(op.dtype) > 0 ? g.peak(op.dtype) : g.peak(DType::kFp32);
+  const double memory_s = op.bytes / (g.hbm_bandwidth_Bps * model.efficiency().memory);
+  nlohmann::json e = {{"peak_TFLOPS", peak / 1e12}, {"memory_us", memory_s * 1e6}, {"bytes", op.bytes},
+                      {"memory_efficiency", model.efficiency().memory}, {"launch_us", g.kernel_launch_us}};
+  if (const EfficiencyCurve* curve = model.measured_gemm_curve(op.dtype, op.n, op.k)) {
+    const double eta = curve->at(static_cast<double>(op.m));
+    e["source"] = "measured";
+    e["efficiency"] = eta;
+    e["compute_us"] = op.flops / (peak * eta) * 1e6;
+    e["bound"] = "measured (the curve is the whole kernel time)";
+    return e;
+  }
+  const GemmEfficiencyParts p = model.gemm_efficiency_parts(op.m, op.n, op.k);
+  const double compute_s = op.flops / (peak * p.efficiency);
+  e["source"] = "default";
+  e["efficiency"] = p.efficiency;
+  e["gemm_peak"] = model.efficiency().gemm_peak;
+  e["tile_m"] = p.tile_m;
+  e["tile_n"] = p.tile_n;
+  e["tile_use_m"] = p.use_m;
+  e["tile_use_n"] = p.use_n;
+  e["k_loop"] = p.k_loop;
+  e["compute_us"] = compute_s * 1e6;
+  e["bound"] = compute_s >= memory_s ? "compute" : "memory";
+  return e;
+}
+
+void print_gemm_explanation(const nlohmann::json& e) {
+  std::cout << "  peak        " << e["peak_TFLOPS"].get<double>() << " TFLOP/s\n";
+  if (e["source"] == "measured") {
+    std::cout << "  efficiency  " << e["efficiency"].get<double>()
+              << " from the calibration profile's measured curve for this (dtype, n, k), at this m\n";
+  } else {
+    std::cout << "  efficiency  " << e["efficiency"].get<double>() << " = " << e["gemm_peak"].get<double>() << " peak x "
+              << e["tile_use_m"].get<double>() << " (m in " << e["tile_m"] << "-row tiles) x "
+              << e["tile_use_n"].get<double>() << " (n in " << e["tile_n"] << "-column tiles) x "
+              << e["k_loop"].get<double>() << " (k loop)\n";
+  }
+  std::cout << "  compute     " << e["compute_us"].get<double>() << " us\n"
+            << "  memory      " << e["memory_us"].get<double>() << " us (" << e["bytes"].get<double>() << " bytes at "
+            << e["memory_efficiency"].get<double>() << " of HBM bandwidth)\n"
+            << "  bound       " << e["bound"].get<std::string>() << "\n"
+            << "  launch      " << e["launch_us"].get<double>() << " us\n";
+}
+
+nlohmann::json explanation_json(const CollectiveExplanation& e) {
+  nlohmann::json channels = nlohmann::json::array();
+  for (const auto& ch : e.channels) channels.push_back({{"order", ch.order}, {"bottleneck_GBps", ch.bottleneck_Bps / 1e9}});
+  return {{"algorithm", e.algorithm},
+          {"protocol", e.protocol},
+          {"steps", e.steps},
+          {"step_bytes", e.step_bytes},
+          {"channels", channels},
+          {"launch_us", e.launch_us},
+          {"calibrated", e.calibrated},
+          {"efficiency", e.efficiency},
+          {"hop_latency_us", e.hop_latency_us},
+          {"bottleneck_link", e.bottleneck_link},
+          {"bottleneck_class", e.bottleneck_class},
+          {"bottleneck_GBps", e.bottleneck_Bps / 1e9},
+          {"bottleneck_bytes_per_step", e.bottleneck_bytes},
+          {"estimate_us", e.estimate_us},
+          {"simulated_us", e.simulated_us}};
+}
+
+void print_collective_explanation(const CollectiveExplanation& e) {
+  std::cout << "  algorithm   " << e.algorithm << ", " << e.steps << (e.steps == 1 ? " step" : " steps") << " of "
+            << e.step_bytes << " bytes per GPU";
+  if (!e.channels.empty()) {
+    std::cout << ", over " << e.channels.size() << (e.channels.size() == 1 ? " channel" : " channels") << " (ring bottlenecks";
+    for (const auto& ch : e.channels) std::cout << " " << ch.bottleneck_Bps / 1e9;
+    std::cout << " GB/s)";
+  }
+  std::cout << "\n  protocol    " << e.protocol << "\n  efficiency  " << e.efficiency
+            << (e.calibrated ? " of line rate at this size (calibrated)" : " (line rate)") << "\n  launch      "
+            << e.launch_us << " us (" << (e.calibrated ? "calibrated" : "collective_launch_us") << ")\n";
+  if (!e.bottleneck_link.empty())
+    std::cout << "  bottleneck  " << e.bottleneck_link << " (" << e.bottleneck_class << ", " << gbps(e.bottleneck_Bps)
+              << "): " << e.bottleneck_bytes << " wire bytes per step\n"
+              << "  hop latency " << e.hop_latency_us << " us per step (route latencies)\n";
+  std::cout << "  estimate    launch + " << e.steps << " x (hop latency + bottleneck bytes / bandwidth) = " << e.estimate_us
+            << " us (simulated " << e.simulated_us << " us; a gap is contention or pipelining the flows resolve)\n";
+}
+
+}  // namespace
+
 int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long long k, const std::string& dtype_str,
-                  const std::string& calibration, bool json) {
+                  const std::string& calibration, bool json, bool explain) {
   GpuSpec gpu;
   std::shared_ptr<const HardwareCalibration> profile;
   if (!calibration.empty()) profile = std::make_shared<const HardwareCalibration>(load_calibration(calibration));
@@ -34,21 +133,22 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
   const double total_us = ticks_to_us(model.op_time(op));
   const double tflops = op.flops / (kernel_us * 1e-6) / 1e12;
   if (json) {
-    std::cout << nlohmann::json{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", dtype_name(dt)}, {"m", m}, {"n", n}, {"k", k},
-                                {"calibrated", profile != nullptr},
-                                {"kernel_us", kernel_us}, {"time_us", total_us}, {"launch_us", gpu.kernel_launch_us},
-                                {"tflops", tflops}, {"efficiency", model.gemm_efficiency(m, n, k)}}
-                     .dump()
-              << "\n";
+    nlohmann::json j{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", dtype_name(dt)}, {"m", m}, {"n", n}, {"k", k},
+                     {"calibrated", profile != nullptr},
+                     {"kernel_us", kernel_us}, {"time_us", total_us}, {"launch_us", gpu.kernel_launch_us},
+                     {"tflops", tflops}, {"efficiency", model.gemm_efficiency(m, n, k)}};
+    if (explain) j["explain"] = explain_gemm(model, op);
+    std::cout << j.dump() << "\n";
   } else {
     std::cout << "gemm m=" << m << " n=" << n << " k=" << k << " " << dtype_name(dt) << " on " << gpu.name << ": "
               << kernel_us << " us kernel (" << tflops << " TFLOP/s), " << total_us << " us with launch\n";
+    if (explain) print_gemm_explanation(explain_gemm(model, op));
   }
   return 0;
 }
 
 int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int gpus, double bytes,
-                        const std::string& calibration, const std::string& network_model, bool json) {
+                        const std::string& calibration, const std::string& network_model, bool json, bool explain) {
   const char* kind_c = kind_name.c_str();
   cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
   ClusterSpec spec = calibrated_preset(hardware, calibration);
@@ -68,14 +168,15 @@ int cli_cost_collective(const std::string& kind_name, const std::string& hardwar
   if (kind == CollectiveKind::kAllReduce) factor = 2.0 * (gpus - 1) / gpus;
   if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllToAll) factor = static_cast<double>(gpus - 1) / gpus;
   if (json) {
-    std::cout << nlohmann::json{{"op", kind_c}, {"hardware", hardware}, {"gpus", gpus}, {"bytes", bytes},
-                                {"calibrated", !calibration.empty()},
-                                {"network_model", network_model}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}}
-                     .dump()
-              << "\n";
+    nlohmann::json j{{"op", kind_c}, {"hardware", hardware}, {"gpus", gpus}, {"bytes", bytes},
+                     {"calibrated", !calibration.empty()},
+                     {"network_model", network_model}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}};
+    if (explain) j["explain"] = explanation_json(explain_collective(cluster, kind, gpus, bytes));
+    std::cout << j.dump() << "\n";
   } else {
     std::cout << kind_c << " of " << bytes << " bytes over " << gpus << " GPUs of " << hardware << ": " << us
               << " us (algbw " << algbw << " GB/s, busbw " << algbw * factor << " GB/s)\n";
+    if (explain) print_collective_explanation(explain_collective(cluster, kind, gpus, bytes));
   }
   return 0;
 }

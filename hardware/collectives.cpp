@@ -117,20 +117,19 @@ std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector
   return rings;
 }
 
-namespace {
-
-// NCCL's default ceiling on rings per collective is far above this; a handful of channels is
-// enough to cover every link of the single-node topologies we model.
-constexpr int kMaxRingChannels = 8;
-
-// The calibration of `kind` over `gpus` (null when uncalibrated).
-const CollectiveCalibration* calibration_of(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus) {
-  if (!c.spec().calibration) return nullptr;
+const CollectiveCalibration* collective_calibration(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus) {
+  if (!c.spec().calibration || gpus.empty()) return nullptr;
   bool inter = false;
   for (int g : gpus) inter = inter || c.node_of_gpu(g) != c.node_of_gpu(gpus.front());
   return c.spec().calibration->collective(collective_calibration_name(kind),
                                           inter ? CollectiveScope::kInterNode : CollectiveScope::kIntraNode,
                                           static_cast<int>(gpus.size()));
+}
+
+namespace {
+
+const CollectiveCalibration* calibration_of(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus) {
+  return collective_calibration(c, kind, gpus);
 }
 
 TaskId launch(TaskGraph& g, const Cluster& c, const CollectiveCalibration* cal, Phase phase, int layer,

@@ -28,6 +28,14 @@ struct RingChannel {
 };
 std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector<int>& gpus, int max_rings);
 
+/// Channels a ring collective uses at most (ring_channels' `max_rings`): NCCL's own ceiling is
+/// far above; a handful covers every link of the single-node topologies modelled.
+inline constexpr int kMaxRingChannels = 8;
+
+/// The calibration of `kind` over `gpus` (intra- or inter-node, that GPU count); null when the
+/// cluster is uncalibrated or the profile has no curve for it.
+const CollectiveCalibration* collective_calibration(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus);
+
 /// Ring all-reduce of `bytes` per GPU: 2(n-1) steps of bytes/n per GPU. Returns a join.
 TaskId add_ring_all_reduce(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, double bytes,
                            Phase phase, int layer, TaskGraph::Deps deps);

@@ -50,18 +50,34 @@ double ComputeCostModel::peak(DType t) const {
 }
 
 double ComputeCostModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const {
-  if (m <= 0 || n <= 0 || k <= 0) return eff_.gemm_peak;
+  return gemm_efficiency_parts(m, n, k).efficiency;
+}
+
+GemmEfficiencyParts ComputeCostModel::gemm_efficiency_parts(std::int64_t m, std::int64_t n, std::int64_t k) const {
+  GemmEfficiencyParts p;
+  if (m <= 0 || n <= 0 || k <= 0) {
+    p.efficiency = eff_.gemm_peak;
+    return p;
+  }
   // Tile quantisation: a kernel computes whole tiles, so an m of 65 with 128-row tiles does the
   // work of 128 rows. Small problems pick smaller tiles, so the tile never exceeds the padded dim.
-  auto tile_use = [this](std::int64_t d) {
+  auto tile_for = [this](std::int64_t d) {
     std::int64_t tile = eff_.gemm_tile;
     while (tile > 16 && d <= tile / 2) tile /= 2;
+    return tile;
+  };
+  auto use = [](std::int64_t d, std::int64_t tile) {
     const std::int64_t padded = (d + tile - 1) / tile * tile;
     return static_cast<double>(d) / static_cast<double>(padded);
   };
+  p.tile_m = tile_for(m);
+  p.tile_n = tile_for(n);
+  p.use_m = use(m, p.tile_m);
+  p.use_n = use(n, p.tile_n);
   const double kd = static_cast<double>(k);
-  const double k_loop = kd / (kd + eff_.gemm_k_half);
-  return eff_.gemm_peak * tile_use(m) * tile_use(n) * std::min(1.0, k_loop * 1.5);
+  p.k_loop = std::min(1.0, kd / (kd + eff_.gemm_k_half) * 1.5);
+  p.efficiency = eff_.gemm_peak * p.use_m * p.use_n * p.k_loop;
+  return p;
 }
 
 double ComputeCostModel::kernel_seconds(const Op& op) const {

@@ -27,6 +27,14 @@ struct ComputeEfficiency {
   bool flops_only = false;
 };
 
+/// The factors of a GEMM's default compute efficiency η_c = peak · use_m · use_n · k_loop.
+struct GemmEfficiencyParts {
+  std::int64_t tile_m = 0, tile_n = 0;  ///< output tile edges chosen for m and n
+  double use_m = 1.0, use_n = 1.0;      ///< useful fraction of the padded tiles
+  double k_loop = 1.0;                  ///< main-loop fixed cost factor, min(1, 1.5 k / (k + k_half))
+  double efficiency = 0.0;              ///< η_c
+};
+
 /// Prices ops on one GPU model. Never decides anything: policies choose the ops.
 class ComputeCostModel {
  public:
@@ -44,6 +52,12 @@ class ComputeCostModel {
   Tick ops_time(std::span<const Op> ops) const;
   /// η_c of a GEMM of this shape (tile and k-loop effects).
   double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const;
+  /// η_c and its factors (`moesim cost gemm --explain`).
+  GemmEfficiencyParts gemm_efficiency_parts(std::int64_t m, std::int64_t n, std::int64_t k) const;
+  /// The measured efficiency curve the profile has for (dtype, n, k), if any.
+  const EfficiencyCurve* measured_gemm_curve(DType dt, std::int64_t n, std::int64_t k) const {
+    return calibration_ ? calibration_->gemm_curve(dt, n, k) : nullptr;
+  }
   const GpuSpec& gpu() const { return gpu_; }
   const ComputeEfficiency& efficiency() const { return eff_; }
 

@@ -1,7 +1,8 @@
 // libFuzzer target: the measurement importers (issue 17, "Fuzzing").
 //
 // The first byte picks the importer, the rest is the file's text: nccl-tests output (with no op
-// hint, or with each hint), vidur's network and MLP CSVs, LLMCompass's matmul CSV, or
+// hint, or with each hint), vidur's network and MLP CSVs, LLMCompass's matmul CSV and collective
+// sweep CSV (as all-reduce and as all-gather), or
 // load_measurements, which recognises the format by content (moesim JSON included) from a file.
 // Whatever an importer accepts must survive the JSON round trip that `moesim calibrate` relies on.
 // InputError is the expected answer to bad input; anything else is a finding.
@@ -34,7 +35,7 @@ const std::string& scratch_file() {
 }
 
 cal::Measurements import(std::uint8_t selector, const std::string& text) {
-  switch (selector % 8) {
+  switch (selector % 10) {
     case 0: return cal::import_nccl_tests(text, "fuzz.txt");
     case 1: return cal::import_nccl_tests(text, "fuzz.txt", "all_gather_perf");
     case 2: return cal::import_nccl_tests(text, "fuzz.txt", "alltoall_perf");
@@ -42,6 +43,8 @@ cal::Measurements import(std::uint8_t selector, const std::string& text) {
     case 4: return cal::import_vidur_network_csv(text, "fuzz.csv");
     case 5: return cal::import_vidur_mlp_csv(text, "fuzz.csv");
     case 6: return cal::import_llmcompass_matmul_csv(text, "fuzz.csv");
+    case 8: return cal::import_collective_sweep_csv(text, "fuzz.csv", "all_reduce");
+    case 9: return cal::import_collective_sweep_csv(text, "fuzz.csv", "all_gather");
     default: {
       std::ofstream(scratch_file(), std::ios::binary | std::ios::trunc) << text;
       return cal::load_measurements(scratch_file());
