@@ -211,6 +211,9 @@ ParamSet read_params(const YAML::Node& map, const std::vector<ParamSpec>& specs,
     if (!ok) {  // missing or bad: carry on with the default so later checks still run
       v.node = YAML::Load(!spec.default_value.empty() ? spec.default_value
                                                       : (is_list(spec.type) ? "[]" : "0"));
+      // A bad value of an optional key (default "none") is reported above; afterwards the key is
+      // absent, so code that reads given values never converts its null default.
+      if (v.node.IsNull()) v.given = false;
     }
     out.values_[spec.name] = std::move(v);
   }

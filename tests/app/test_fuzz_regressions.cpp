@@ -111,6 +111,17 @@ TEST(FuzzRegressions, ArrivalMappingWithoutProcessIsLocated) {
   EXPECT_TRUE(mentions(set, "'arrival' needs a 'process'")) << all(set);
 }
 
+// Finding in scenario loading: a value of the wrong type for an optional key (default none), here
+// `serving.slo.ttft_ms: abc`, was reported and then read anyway as its null default: an internal
+// error (yaml-cpp's "bad conversion") instead of the located type error.
+TEST(FuzzRegressions, OptionalValueOfTheWrongTypeIsLocated) {
+  const auto d = scenario_errors(
+      "model: {preset: switch-base-8, layers: 2}\nhardware: hgx-a100-4gpu-nvlink\n"
+      "workload: {kind: serving, requests: 4, prompt_tokens: 16, output_tokens: 2}\n"
+      "serving: {slo: {ttft_ms: abc}}\npolicy: [static-ep]\n");
+  EXPECT_TRUE(mentions(d, "fuzz.yaml:4:26: error: 'ttft_ms'")) << all(d);
+}
+
 // Findings in the measurement importers: sizes near int64's limit overflowed the arithmetic on
 // them (UBSan: signed overflow), and sizes past int's range were silently truncated into the
 // sample's `int` fields, giving measurements that the JSON reader then rejects.
