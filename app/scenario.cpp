@@ -102,6 +102,9 @@ void report_duplicate_keys(const YAML::Node& node, const SourceMap& src, Diagnos
       if (!fresh)
         diags.error(src.locate(kv.first), "duplicate key '" + kv.first.Scalar() + "' (first at line " +
                                               std::to_string(it->second.line + 1) + "): only one is kept");
+    } else {
+      // YAML's complex keys (`? {a: 1}`): no scenario key is a mapping or a list.
+      diags.error(src.locate(kv.first), "a key must be a plain name, not a mapping or a list");
     }
     report_duplicate_keys(kv.second, src, diags);
   }

@@ -226,7 +226,12 @@ bool reject_unknown_keys(const YAML::Node& map, const std::vector<std::string>& 
   if (!map || !map.IsMap()) return true;
   bool ok = true;
   for (const auto& kv : map) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar()) {  // a complex key (`? {a: 1}`) names no option
+      diags.error(sources.locate(kv.first), "a key must be a plain name, not a mapping or a list");
+      ok = false;
+      continue;
+    }
+    const std::string key = kv.first.Scalar();
     bool found = false;
     for (const auto& k : known) found = found || k == key;
     if (!found) {

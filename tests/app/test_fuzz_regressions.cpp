@@ -122,6 +122,15 @@ TEST(FuzzRegressions, OptionalValueOfTheWrongTypeIsLocated) {
   EXPECT_TRUE(mentions(d, "fuzz.yaml:4:26: error: 'ttft_ms'")) << all(d);
 }
 
+// Finding in scenario loading: a YAML complex key (`? {...}`, here `? routing: ...` left by a
+// mangled line) was an internal error (yaml-cpp's "bad conversion" reading the key as a name).
+TEST(FuzzRegressions, ComplexMappingKeyIsLocated) {
+  const auto d = scenario_errors(
+      "model: {preset: switch-base-8, layers: 2}\nhardware: hgx-a100-4gpu-nvlink\nworkload:\n  batch_size: 1\n"
+      "? routing: {kind: uniform}\npolicy: [static-ep]\n");
+  EXPECT_TRUE(mentions(d, "fuzz.yaml:5:3: error: a key must be a plain name, not a mapping or a list")) << all(d);
+}
+
 // Findings in the measurement importers: sizes near int64's limit overflowed the arithmetic on
 // them (UBSan: signed overflow), and sizes past int's range were silently truncated into the
 // sample's `int` fields, giving measurements that the JSON reader then rejects.
