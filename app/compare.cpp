@@ -66,6 +66,8 @@ std::vector<Run> load_runs(const std::string& given) {
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is one past the offending character.
     throw InputError(location_of(file, text, e.byte > 0 ? e.byte - 1 : 0), "not JSON: " + std::string(e.what()));
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number past double's range (2e308)
+    throw InputError(SourceLocation{file, 0, 0}, "not JSON moesim can read: " + std::string(e.what()));
   }
   if (!j.is_object() || !j.contains("runs") || !j["runs"].is_array() || j["runs"].empty())
     throw InputError(SourceLocation{file, 1, 1}, "not a moesim result: no \"runs\" (write one with `moesim run`)");

@@ -1,5 +1,7 @@
 #include "app/scenario.hpp"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -108,6 +110,29 @@ void report_duplicate_keys(const YAML::Node& node, const SourceMap& src, Diagnos
     }
     report_duplicate_keys(kv.second, src, diags);
   }
+}
+
+/// Where each YAML document of `text` starts, at most three. yaml-cpp's LoadAll never returns on a
+/// ',' at the top level of a document (0.7 yields an empty document there without consuming it,
+/// allocating until memory runs out); its event parser shows that as two documents at one position.
+std::vector<YAML::Mark> document_starts(const std::string& text) {
+  struct Starts : YAML::EventHandler {
+    std::vector<YAML::Mark> marks;
+    void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } handler;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  while (handler.marks.size() < 3 && parser.HandleNextDocument(handler)) {
+  }
+  return handler.marks;
 }
 
 SourceLocation loc(const SourceMap& src, const YAML::Node& n, const YAML::Node& parent) {
@@ -423,14 +448,16 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
   SourceMap src(file);
   YAML::Node root;
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
-      const YAML::Mark m = docs[1].Mark();
-      throw InputError(SourceLocation{file, m.line + 1, m.column + 1},
+    const std::vector<YAML::Mark> starts = document_starts(text);
+    for (std::size_t i = 1; i < starts.size(); ++i)
+      if (starts[i].pos == starts[i - 1].pos)  // yaml-cpp stuck on a stray ','
+        throw InputError(SourceLocation{file, starts[i].line + 1, starts[i].column + 1},
+                         "malformed YAML: ',' outside a [list] or {mapping}");
+    if (starts.size() > 1)
+      throw InputError(SourceLocation{file, starts[1].line + 1, starts[1].column + 1},
                        "a second YAML document: a scenario is one document (remove the '---' and what follows, "
                        "or split it into two files)");
-    }
-    if (!docs.empty()) root = docs.front();
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw InputError(SourceLocation{file, e.mark.line + 1, e.mark.column + 1}, "malformed YAML: " + e.msg);
   }

@@ -316,6 +316,8 @@ Measurements load_json(const std::string& text, const std::string& path) {
     const auto reason = what.find(": ");
     throw InputError(SourceLocation{path, static_cast<int>(line), static_cast<int>(column)},
                      "invalid JSON: " + (reason == std::string::npos ? what : what.substr(reason + 2)));
+  } catch (const json::exception& e) {  // e.g. a number past double's range (2e308): no position
+    throw InputError(SourceLocation{path, 0, 0}, std::string("invalid JSON: ") + e.what());
   }
   std::vector<std::string> errors;
   Measurements m = parse(j, errors);

@@ -57,12 +57,12 @@ std::vector<Diagnostic> scenario_errors(std::string_view text) {
   return {};
 }
 
-/// What fuzz_measurements does for selector byte `selector` (importers 0-6; 7 = load_measurements,
-/// which needs a file). Returns the diagnostics; an import that succeeds must read back from JSON.
+/// What fuzz_measurements does for selector byte `selector` (importers 0-6 and 8-9; 7 =
+/// load_measurements, which needs a file). Returns the diagnostics; an import that succeeds must read back from JSON.
 std::vector<Diagnostic> measurement_errors(unsigned char selector, const std::string& text) {
   try {
     cal::Measurements m;
-    switch (selector % 8) {
+    switch (selector % 10) {
       case 0: m = cal::import_nccl_tests(text, "fuzz.txt"); break;
       case 1: m = cal::import_nccl_tests(text, "fuzz.txt", "all_gather_perf"); break;
       case 2: m = cal::import_nccl_tests(text, "fuzz.txt", "alltoall_perf"); break;
@@ -70,6 +70,8 @@ std::vector<Diagnostic> measurement_errors(unsigned char selector, const std::st
       case 4: m = cal::import_vidur_network_csv(text, "fuzz.csv"); break;
       case 5: m = cal::import_vidur_mlp_csv(text, "fuzz.csv"); break;
       case 6: m = cal::import_llmcompass_matmul_csv(text, "fuzz.csv"); break;
+      case 8: m = cal::import_collective_sweep_csv(text, "fuzz.csv", "all_reduce"); break;
+      case 9: m = cal::import_collective_sweep_csv(text, "fuzz.csv", "all_gather"); break;
       default: {
         const fs::path p = fs::temp_directory_path() / "moesim-fuzz-regression.txt";
         std::ofstream(p, std::ios::binary) << text;
@@ -129,6 +131,18 @@ TEST(FuzzRegressions, ComplexMappingKeyIsLocated) {
       "model: {preset: switch-base-8, layers: 2}\nhardware: hgx-a100-4gpu-nvlink\nworkload:\n  batch_size: 1\n"
       "? routing: {kind: uniform}\npolicy: [static-ep]\n");
   EXPECT_TRUE(mentions(d, "fuzz.yaml:5:3: error: a key must be a plain name, not a mapping or a list")) << all(d);
+}
+
+// Finding in scenario loading: a ',' at the top level of a document (here a comment line that lost
+// its '#') made yaml-cpp's LoadAll yield empty documents without end: `moesim validate` grew to
+// 24 GB and was killed. Now a located error, however the stray comma is reached.
+TEST(FuzzRegressions, StrayCommaAtTheTopLevelIsLocatedNotEndless) {
+  EXPECT_TRUE(mentions(scenario_errors(",no#i 25 GbE, as (x): batch 128,\n"),
+                       "fuzz.yaml:1:1: error: malformed YAML: ',' outside a [list] or {mapping}"));
+  EXPECT_TRUE(mentions(scenario_errors("# a comment\n,\n"), "fuzz.yaml:2:1: error: malformed YAML: ','"));
+  EXPECT_TRUE(mentions(scenario_errors("---\n,\n"), "fuzz.yaml:2:1: error: malformed YAML: ','"));
+  const auto second = scenario_errors("model: switch-base-8\n---\nmodel: switch-base-8\n");
+  EXPECT_TRUE(mentions(second, "fuzz.yaml:2:1: error: a second YAML document")) << all(second);
 }
 
 // Findings in the measurement importers: sizes near int64's limit overflowed the arithmetic on
@@ -204,6 +218,13 @@ TEST(FuzzRegressions, MeasurementJsonGroupSizesPastTheLimitAreRefused) {
   const auto d = measurement_errors(7, R"({"format": "moesim-measurements/1", "gemm": [{"dtype": "fp16", "m": 1, "n": 8,
     "k": 8, "group_m": [9223372036854775807, 1], "time_us": 1.0}]})");
   EXPECT_TRUE(mentions(d, "gemm[0].group_m[0]: must be at most 2147483647")) << all(d);
+}
+
+// A JSON number past double's range: nlohmann throws out_of_range (406), not parse_error, which
+// escaped as an internal error.
+TEST(FuzzRegressions, MeasurementJsonNumberPastDoubleIsAnInputError) {
+  const auto d = measurement_errors(7, "{\"format\": 2e308}");
+  EXPECT_TRUE(mentions(d, "invalid JSON: [json.exception.out_of_range.406] number overflow")) << all(d);
 }
 
 TEST(FuzzRegressions, MeasurementJsonGpusPastIntAreRefusedNotTruncated) {
