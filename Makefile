@@ -28,9 +28,10 @@ test: build
 	@meson test -C $(BUILD) --print-errorlogs; status=$$?; \
 	python3 tests/summarize_junit.py $(BUILD)/meson-logs/testlog.junit.xml; exit $$status
 
-# Installs only what is missing, so a prepared machine never touches apt.
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# $(call install_missing,PACKAGES): installs only the Debian packages not yet installed, so a
+# prepared machine never touches apt.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -38,6 +39,10 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(APT_PACKAGES))
 
 configure: deps
 	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD) $(MESON_ARGS)
@@ -92,14 +97,7 @@ FUZZ_TARGETS := fuzz_scenario fuzz_measurements
 FUZZ_APT_PACKAGES := clang libclang-rt-14-dev
 FUZZ_FLAGS := -max_len=16384 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1
 fuzz: deps
-	@missing=""; for p in $(FUZZ_APT_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call install_missing,$(FUZZ_APT_PACKAGES))
 	@[ -f build-fuzz/build.ninja ] || CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=enabled \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=2 -Ddebug=false -Dcpp_args=-g1 \
 	  -Dtests=disabled -Dbenchmarks=disabled -Dcuda=disabled
