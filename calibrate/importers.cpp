@@ -56,6 +56,9 @@ std::vector<Field> split(std::string_view line, char sep) {
   return out;
 }
 
+// The largest time or bandwidth a measurement file may state (1e15 µs is 31 years).
+constexpr double kMaxMeasuredValue = 1e15;
+
 /// Parses numbers in one file, throwing InputError at the offending cell.
 class Cells {
  public:
@@ -72,6 +75,10 @@ class Cells {
     if (f.text.empty() || ec != std::errc() || end != f.text.data() + f.text.size() || !std::isfinite(v))
       fail(l.number, f.column, std::string(what) + ": expected a number, got '" + std::string(f.text) + "'");
     if (v <= 0.0) fail(l.number, f.column, std::string(what) + ": must be positive, got " + std::string(f.text));
+    // Times (ms or us) and bandwidths: a bound far past any measurement keeps unit conversions
+    // (ms → us) finite, so a sample always reads back from JSON.
+    if (v > kMaxMeasuredValue)
+      fail(l.number, f.column, std::string(what) + ": must be at most 1e15, got " + std::string(f.text));
     return v;
   }
 

@@ -220,6 +220,13 @@ TEST(FuzzRegressions, MeasurementJsonGroupSizesPastTheLimitAreRefused) {
   EXPECT_TRUE(mentions(d, "gemm[0].group_m[0]: must be at most 2147483647")) << all(d);
 }
 
+// A vidur time of 1e306 ms is finite, but 1e309 us after the unit conversion: the sample wrote
+// `null` to JSON and failed to read back. Times and bandwidths are now at most 1e15.
+TEST(FuzzRegressions, MeasuredTimesPastTheBoundAreLocated) {
+  const auto d = measurement_errors(4, "num_workers,devices_per_node,size,time_stats.send_recv.median\n2,2,1024,1e306\n");
+  EXPECT_TRUE(mentions(d, "fuzz.csv:2:10: error: time_stats.send_recv.median: must be at most 1e15, got 1e306")) << all(d);
+}
+
 // A JSON number past double's range: nlohmann throws out_of_range (406), not parse_error, which
 // escaped as an internal error.
 TEST(FuzzRegressions, MeasurementJsonNumberPastDoubleIsAnInputError) {
