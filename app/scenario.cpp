@@ -145,7 +145,8 @@ std::vector<ParamSpec> workload_specs() {
                 {"prefill", "serving"}},
       ParamSpec{"batch_size", ParamType::kInt, "8", "sequences", "sequences per batch", 1.0, {}, {}},
       ParamSpec{"seq_len", ParamType::kInt, "128", "tokens", "tokens per sequence", 1.0, {}, {}},
-      ParamSpec{"batches", ParamType::kInt, "1", "", "batches processed one after another", 1.0, {}, {}},
+      // Each batch keeps a row of per-batch metrics in result.json: 10^6 is already ~1 GB of JSON.
+      ParamSpec{"batches", ParamType::kInt, "1", "", "batches processed one after another", 1.0, 1e6, {}},
       ParamSpec{"warmup_batches", ParamType::kInt, "0", "batches",
                 "the first batches run but are left out of the metrics (state kept across batches, such as "
                 "replicas, warms up); must be fewer than batches",

@@ -237,10 +237,12 @@ const std::vector<std::string>& length_dist_names() {
 std::vector<ParamSpec> serving_workload_specs() {
   return {
       ParamSpec{"kind", ParamType::kString, "prefill", "", "workload kind", {}, {}, {"prefill", "serving"}},
+      // Every request is held for the whole run (its timings feed the percentiles): the bound keeps
+      // that memory to a few GB, where 10^9 requests would pass validation and then exhaust it.
       int_param("requests", "100", "requests",
-                "requests to simulate (with a trace: default every row; rows beyond it are ignored)", 1.0),
+                "requests to simulate (with a trace: default every row; rows beyond it are ignored)", 1.0, 1e7),
       int_param("warmup_requests", "0", "requests",
-                "the first requests (by id) are simulated but left out of the metrics; fewer than requests", 0.0),
+                "the first requests (by id) are simulated but left out of the metrics; fewer than requests", 0.0, 1e7),
       ParamSpec{"arrival", ParamType::kString, "poisson", "",
                 "arrival process: a name or {process: poisson|gamma|constant|trace|closed, ...}", {}, {}, {}},
       int_param("prompt_tokens", kDefaultPrompt, "tokens",
@@ -265,7 +267,7 @@ std::vector<ParamSpec> arrival_specs(ArrivalSpec::Process process) {
                         "CSV with columns arrived_at_s,prompt_tokens,output_tokens (relative to the scenario)",
                         {}, {}, {}}};
     case P::kClosed:
-      return {int_param("clients", "1", "", "concurrent clients, each with one request in flight", 1.0),
+      return {int_param("clients", "1", "", "concurrent clients, each with one request in flight", 1.0, 1e7),
               float_param("think_s", "0", "s", "pause between a client's response and its next request", 0.0)};
   }
   return {};

@@ -77,6 +77,7 @@ TEST(Robustness, ExtremeHardwareNumbersAreLocatedErrorsInValidateAndRun) {
       {"hardware={preset: dgx-a100, nodes: 4096}", "moesim simulates at most 16384"},
       {"hardware.nvlink_bandwidth_GBps=.nan", "finite"},
       {"hardware.nic_bandwidth_Gbps=.inf", "finite"},
+      {"workload.batches=10000000", "'batches' must be <= 1e+06"},
   };
   for (const auto& c : cases)
     for (const char* cmd : {"validate", "run"}) {
@@ -86,6 +87,15 @@ TEST(Robustness, ExtremeHardwareNumbersAreLocatedErrorsInValidateAndRun) {
       EXPECT_EQ(o.code, 2) << cmd << " " << c.set << ": " << o.err;
       EXPECT_NE(o.err.find(c.says), std::string::npos) << cmd << " " << c.set << ": " << o.err;
     }
+}
+
+// Workloads whose size alone would exhaust memory are refused by `validate`, before any run.
+TEST(Robustness, ServingWorkloadsBeyondTheStatedLimitAreRefused) {
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const std::string file = std::string(root ? root : ".") + "/scenarios/serving/mixtral-dgx-a100.yaml";
+  const Outcome o = cli({"validate", file, "--set", "workload.requests=1000000000"});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--set workload.requests=1000000000: error: 'requests' must be <= 1e+07"), std::string::npos) << o.err;
 }
 
 TEST(Robustness, UnwritableOutIsExit2WithTheReason) {
