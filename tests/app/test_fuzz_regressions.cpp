@@ -17,6 +17,7 @@
 #include "calibrate/measurements.hpp"
 #include "core/diagnostics.hpp"
 #include "sim/tick.hpp"
+#include "tests/support/diagnostics.hpp"
 
 namespace moesim {
 namespace {
@@ -85,11 +86,7 @@ std::vector<Diagnostic> measurement_errors(unsigned char selector, const std::st
   return {};
 }
 
-bool mentions(const std::vector<Diagnostic>& d, const std::string& what) {
-  for (const auto& x : d)
-    if (x.to_string().find(what) != std::string::npos) return true;
-  return false;
-}
+using testing_support::mentions;
 
 std::string all(const std::vector<Diagnostic>& d) {
   std::string s;

@@ -6,6 +6,7 @@
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
+#include "tests/support/diagnostics.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace moesim {
@@ -35,11 +36,7 @@ std::vector<Diagnostic> errors_of(const std::string& text, const std::vector<std
   return {};
 }
 
-bool mentions(const std::vector<Diagnostic>& d, const std::string& what) {
-  for (const auto& x : d)
-    if (x.to_string().find(what) != std::string::npos) return true;
-  return false;
-}
+using testing_support::mentions;
 
 }  // namespace
 
