@@ -32,7 +32,7 @@ calibration::Measurements load_all(const std::vector<std::string>& files) {
     throw InputError(SourceLocation{files.empty() ? "" : files.front(), 0, 0},
                      "none of the " + std::to_string(files.size()) +
                          " file(s) is a measurement file moesim reads (moesim-calibrate JSON, nccl-tests output, "
-                         "vidur or LLMCompass CSVs)");
+                         "vidur CSVs, LLMCompass matmul or collective sweep CSVs)");
   if (all.gemm.empty() && all.collectives.empty() && all.memcpy.empty())
     throw InputError(SourceLocation{files.front(), 0, 0}, "no samples in the measurement files");
   return all;

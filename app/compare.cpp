@@ -137,6 +137,8 @@ std::vector<std::string> chosen_metrics(const CompareOptions& o, const std::vect
         if (k.rfind(m + ".", 0) == 0) members += (members.empty() ? "" : ", ") + k;
       problems.push_back({where, "'" + m + "' is a group of metrics" +
                                      (members.empty() ? " (an array: not compared)" : "; choose one of: " + members)});
+    } else if (std::any_of(runs.begin(), runs.end(), [&](const Run& r) { return r.metrics.count(m) != 0; })) {
+      problems.push_back({where, "'" + m + "' is not a number (compare takes numeric metrics)"});
     } else {
       std::string all;
       for (const auto& [k, v] : scalars) all += (all.empty() ? "" : ", ") + k;
@@ -174,7 +176,10 @@ void compare_results(const CompareOptions& o, std::ostream& os) {
          << "," << csv_field(r.predictor_label);
       for (const auto& m : metrics) {
         const auto it = r.metrics.find(m);
-        os << "," << (it == r.metrics.end() ? "" : it->second.dump()) << "," << ratio_text(number(r, m), number(first, m));
+        const std::string cell = it == r.metrics.end() ? ""
+                                 : it->second.is_string() ? it->second.get<std::string>()
+                                                          : it->second.dump();
+        os << "," << csv_field(cell) << "," << ratio_text(number(r, m), number(first, m));
       }
       os << "\n";
     }

@@ -293,7 +293,7 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
 
   // Zero bandwidth on a link the fabric uses is an error at that key.
   auto need_positive = [&](const char* key, double v) {
-    if (v <= 0.0) diags.error(p.where(key).line ? p.where(key) : src.locate(node),
+    if (v <= 0.0) diags.error(p.given(key) ? p.where(key) : src.locate(node),
                               std::string("'") + key + "' must be > 0 for this cluster");
   };
   // A link bandwidth is 0 (the cluster has no such link) or a real one: 1e-15 GB/s would make

@@ -241,7 +241,8 @@ SweepShard parse_sweep_shard(const std::string& text) {
 
 SweepSpec sweep_spec_from_definition(const nlohmann::json& d, const std::string& where) {
   const auto bad = [&] { fail(where, "not a sweep definition (sweep.json of `moesim sweep`)"); };
-  if (!d.is_object() || !d.contains("file") || !d["file"].is_string() || !d.contains("set") || !d["set"].is_array())
+  if (!d.is_object() || !d.contains("file") || !d["file"].is_string() || !d.contains("file_fnv1a") ||
+      !d["file_fnv1a"].is_string() || !d.contains("set") || !d["set"].is_array())
     bad();
   SweepSpec spec{d["file"].get<std::string>(), {}, {}, {}};
   for (const auto& s : d["set"]) {

@@ -33,8 +33,13 @@ ShardDir read_shard_dir(const std::string& dir) {
   ShardDir s{dir, nlohmann::json::parse(read_text_file(def_path.string()), nullptr, false), {}};
   sweep_spec_from_definition(s.definition, def_path.string());  // throws if it is not a definition
   if (s.definition.contains("shard")) {
-    if (!s.definition["shard"].is_string()) throw InputError(SourceLocation{def_path.string(), 0, 0}, "bad 'shard'");
-    s.shard = parse_sweep_shard(s.definition["shard"].get<std::string>());
+    const SourceLocation at{def_path.string(), 0, 0};
+    if (!s.definition["shard"].is_string()) throw InputError(at, "'shard' must be \"K/N\"");
+    try {
+      s.shard = parse_sweep_shard(s.definition["shard"].get<std::string>());
+    } catch (const InputError& e) {  // located at the file, not at a --shard the user did not give
+      throw InputError(at, "'shard': " + e.diagnostics().front().message);
+    }
   }
   return s;
 }
@@ -58,6 +63,22 @@ SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::strin
         throw InputError(SourceLocation{(fs::path(s.dir) / "sweep.json").string(), 0, 0},
                          std::string("not the same sweep as ") + first.dir + ": its '" + field + "' differs" +
                              (std::string(field) == "file_fnv1a" ? " (a different scenario file)" : ""));
+
+  // --out may be new, or hold this very sweep (merged before): never another sweep's results.
+  nlohmann::json definition = first.definition;
+  definition.erase("shard");
+  const fs::path out(out_dir);
+  if (fs::exists(out / "sweep.json") || fs::exists(out / "results.jsonl")) {
+    const nlohmann::json there =
+        fs::exists(out / "sweep.json")
+            ? nlohmann::json::parse(read_text_file((out / "sweep.json").string()), nullptr, false)
+            : nlohmann::json();
+    bool same = there.is_object() && !there.contains("shard");
+    for (const char* field : kSameSweep) same = same && there.value(field, nlohmann::json()) == definition[field];
+    if (!same)
+      throw InputError(SourceLocation{out_dir, 0, 0},
+                       "--out holds another sweep's results (or a shard's); choose a new folder");
+  }
 
   const SweepSpec spec = sweep_spec_from_definition(first.definition, first.dir);
   const std::vector<SweepPoint> points = expand_points(spec);
@@ -103,8 +124,6 @@ SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::strin
   std::stable_sort(lines.begin(), lines.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
     return a["point"].get<std::size_t>() < b["point"].get<std::size_t>();
   });
-  nlohmann::json definition = first.definition;
-  definition.erase("shard");
   std::string jsonl;
   SweepOutcome outcome;
   outcome.points = points.size();
@@ -113,7 +132,6 @@ SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::strin
     jsonl += line.dump() + "\n";
     outcome.failed += line.contains("error") ? 1 : 0;
   }
-  const fs::path out(out_dir);
   fs::create_directories(out);
   write_atomically(out / "sweep.json", definition.dump(2) + "\n");
   write_atomically(out / "results.jsonl", jsonl);

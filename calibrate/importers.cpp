@@ -416,8 +416,10 @@ Measurements import_llmcompass_matmul_csv(const std::string& text, const std::st
 }
 
 Measurements import_collective_sweep_csv(const std::string& text, const std::string& origin, const std::string& op) {
-  // Leading '#' lines (provenance comments) are blanked, so line numbers still match the file.
+  // A UTF-8 byte-order mark and leading '#' lines (provenance comments) are blanked, so line
+  // numbers still match the file.
   std::string body = text;
+  if (body.rfind("\xEF\xBB\xBF", 0) == 0) body.erase(0, 3);
   for (std::size_t at = 0; at < body.size() && body[at] == '#';) {
     const std::size_t nl = body.find('\n', at);
     const std::size_t end = nl == std::string::npos ? body.size() : nl;
@@ -427,10 +429,10 @@ Measurements import_collective_sweep_csv(const std::string& text, const std::str
   const Csv csv(body, origin);
   const std::size_t size = csv.column("size_bytes"), latency = csv.column("latency_us"), alg = csv.column("algbw_GBps"),
                     bus = csv.column("busbw_GBps");
-  if (op != "all_reduce" && op != "all_gather" && op != "all_to_all")
+  if (op.empty())
     csv.fail(csv.header_line(), 1,
-             "name the collective in the file name (all_reduce_..., all_gather_..., alltoall_...): the columns do "
-             "not say which it is");
+             "name the collective in the file name (all_reduce_..., all_gather_..., alltoall_..., sendrecv_...): "
+             "the columns do not say which it is");
   if (csv.rows().empty()) csv.fail(csv.header_line(), 1, "no data rows");
   // The GPU count is in busbw / algbw, nccl-tests' bus factor (doc/PERFORMANCE.md): 2(n-1)/n for
   // all-reduce, (n-1)/n for all-gather and all-to-all. Read at the largest algbw, where the
@@ -440,12 +442,13 @@ Measurements import_collective_sweep_csv(const std::string& text, const std::str
     if (csv.positive(row, alg) > csv.positive(*best, alg)) best = &row;
   const double ratio = csv.positive(*best, bus) / csv.positive(*best, alg);
   const double scale = op == "all_reduce" ? 2.0 : 1.0;  // bus factor = scale * (n-1)/n
-  const double n = ratio < scale ? scale / (scale - ratio) : 0.0;
+  double n = ratio < scale ? scale / (scale - ratio) : 0.0;
+  if (op == "send_recv") n = std::fabs(ratio - 1.0) < 0.02 ? 2.0 : 0.0;  // point to point: factor 1, 2 GPUs
   const double gpus = std::round(n);
   if (gpus < 2 || gpus > 1024 || std::fabs(n - gpus) > 0.02 * gpus)
     csv.fail(best->line.number, best->cells[bus].column,
              "busbw/algbw = " + std::to_string(ratio) + " is no " + op + " bus factor of a GPU count (" +
-                 (op == "all_reduce" ? "2(n-1)/n" : "(n-1)/n") + ")");
+                 (op == "all_reduce" ? "2(n-1)/n" : op == "send_recv" ? "1" : "(n-1)/n") + ")");
   Measurements m;
   m.source = "collective sweep CSV";
   for (const auto& row : csv.rows())

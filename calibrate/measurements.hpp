@@ -81,7 +81,8 @@ Measurements import_vidur_mlp_csv(const std::string& text, const std::string& or
 Measurements import_llmcompass_matmul_csv(const std::string& text, const std::string& origin);
 /// A one-node collective sweep as LLMCompass publishes its measured all-reduce
 /// (size_bytes,latency_us,algbw_GBps,busbw_GBps). The columns do not name the collective: `op`
-/// (from the file name) does; the GPU count is read from busbw/algbw, the op's bus factor.
+/// (from the file name) does; the GPU count is read from busbw/algbw, the op's bus factor
+/// (send_recv: 2 GPUs). The columns cannot say how many nodes: one is assumed.
 Measurements import_collective_sweep_csv(const std::string& text, const std::string& origin, const std::string& op);
 
 /// nccl-tests output with the collective named by the caller ("all_gather", "alltoall_perf", ...;

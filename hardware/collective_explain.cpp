@@ -72,6 +72,7 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
     }
     case CollectiveKind::kAllToAll:
       e.algorithm = "pairwise";
+      e.steps = gpus > 1 ? 1 : 0;  // one GPU sends nothing
       e.step_bytes = bytes / n;
       for (int i = 0; i < gpus; ++i)
         for (int j = 0; j < gpus; ++j)

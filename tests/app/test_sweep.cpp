@@ -357,6 +357,29 @@ TEST_F(SweepCli, MergeRefusesMissingOverlappingUnfinishedAndForeignShards) {
   EXPECT_EQ(sweep("s2"), 2);
   r = merge({"s1", "s2", "s3"});
   EXPECT_EQ(r.code, 0) << r.err;
+  // Merging again into the merged folder is fine; into another sweep's folder it is refused.
+  r = merge({"s1", "s2", "s3"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(sweep("unrelated", {"--set", "workload.batches=2"}), 0) << err_text;
+  std::vector<std::string> into_other = {"sweep", "merge", (dir / "s1").string(), (dir / "s2").string(),
+                                         (dir / "s3").string(), "--out", (dir / "unrelated").string()};
+  r = testing_support::run_cli_captured(into_other);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--out holds another sweep's results"), std::string::npos) << r.err;
+  // A shard's sweep.json without its scenario hash is not a definition (it was an abort).
+  const std::string def = slurp(dir / "s3" / "sweep.json");
+  auto j = nlohmann::json::parse(def);
+  j.erase("file_fnv1a");
+  std::ofstream(dir / "s3" / "sweep.json", std::ios::trunc) << j.dump();
+  r = merge({"s1", "s2", "s3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a sweep definition"), std::string::npos) << r.err;
+  j = nlohmann::json::parse(def);
+  j["shard"] = "9/3";
+  std::ofstream(dir / "s3" / "sweep.json", std::ios::trunc) << j.dump();
+  r = merge({"s1", "s2", "s3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find((dir / "s3" / "sweep.json").string() + ": error: 'shard': K must be"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -341,6 +341,10 @@ TEST(Importers, CollectiveSweepCsvReadsTheGpuCountFromTheBusFactor) {
   const std::string unnamed = write_temp("sweep_4xa100.csv", eight);
   EXPECT_NE(std::string(input_error([&] { load_measurements(unnamed); }).what()).find("name the collective in the file name"),
             std::string::npos);
+  // send/recv: bus factor 1, two GPUs; a byte-order mark before the header is fine.
+  const std::string p2p = "\xEF\xBB\xBFsize_bytes,latency_us,algbw_GBps,busbw_GBps\n1048576,20.0,52.4,52.4\n";
+  EXPECT_EQ(load_measurements(write_temp("sendrecv_perf.csv", p2p)).collectives[0].gpus, 2);
+  EXPECT_EQ(load_measurements(write_temp("sendrecv_perf.csv", p2p)).collectives[0].op, "send_recv");
   const std::string odd = "size_bytes,latency_us,algbw_GBps,busbw_GBps\n1,1.0,1.0,1.0\n2,1.0,10.0,12.0\n";
   const auto e = input_error([&] { import_collective_sweep_csv(odd, "o.csv", "all_reduce"); });
   EXPECT_EQ(e.diagnostics()[0].where.line, 3);
