@@ -49,6 +49,17 @@ struct ErrorStats {
   void print(const std::string& what) const {
     std::printf("accuracy %-44s n=%5d  MAPE %6.1f%%  max %7.1f%%\n", what.c_str(), n, mape(), 100.0 * max);
   }
+  /// Prints the class with issue 16's target beside it, and checks the error against `bound`:
+  /// the target where it is met, else today's value (rounded up), so a rise fails the test.
+  void check(const std::string& what, double target, double bound) const {
+    const double m = mape();
+    char verdict[64];
+    if (m <= target) std::snprintf(verdict, sizeof verdict, "met");
+    else std::snprintf(verdict, sizeof verdict, "not met, %.1f points over", m - target);
+    std::printf("accuracy %-44s n=%5d  MAPE %6.1f%%  max %7.1f%%  target <= %4.1f%%: %s\n", what.c_str(), n, m,
+                100.0 * max, target, verdict);
+    EXPECT_LE(m, bound) << what;
+  }
 };
 
 const GpuSpec& a100() { return gpu_presets().get("A100-SXM4-80GB").value; }
@@ -68,12 +79,12 @@ TEST(CostAccuracy, GemmAgainstA100Kernels) {
     const Op op = make_gemm("g", std::stoll(r[0]), std::stoll(r[1]), std::stoll(r[2]), DType::kFp16);
     bmm.add(model.kernel_seconds(op), std::stod(r[3]) * 1e-3);
   }
-  mlp.print("gemm: Llama-2-70B MLP up/down, M 1-4096");
-  large.print("gemm: Llama-2-70B MLP, M >= 512");
-  bmm.print("gemm: LLMCompass matmul sweep");
+  // Targets of issue 16 (uncalibrated presets): GEMM <= 8% on the MLP shapes, <= 15% on the
+  // LLMCompass sweep. Bounds: today's values (8.5%, 6.7%, 25.1%), rounded up.
+  mlp.check("gemm: Llama-2-70B MLP up/down, M 1-4096", 8.0, 9.0);
+  large.check("gemm: Llama-2-70B MLP, M >= 512", 8.0, 8.0);
+  bmm.check("gemm: LLMCompass matmul sweep", 15.0, 26.0);
   EXPECT_GT(mlp.n, 1000);
-  EXPECT_LT(mlp.mape(), 40.0);
-  EXPECT_LT(bmm.mape(), 40.0);
 }
 
 TEST(CostAccuracy, NcclAgainstDgxA100) {
@@ -99,14 +110,14 @@ TEST(CostAccuracy, NcclAgainstDgxA100) {
     // GPU 0 to GPU 8: the first GPU of the second node.
     else sr_inter.add(ticks_to_seconds(collective_time(two, CollectiveKind::kSendRecv, 9, bytes)), measured);
   }
-  ar_intra.print("all-reduce intra-node (2/4/8 GPUs), 2KB-64MB");
-  ar_big.print("all-reduce intra-node, >= 8 MB");
-  ar_inter.print("all-reduce 2 nodes x 8 GPUs");
-  sr_intra.print("send/recv intra-node");
-  sr_inter.print("send/recv inter-node");
+  // Targets of issue 16: <= 15% within a node, <= 20% across nodes. Bounds: today's values
+  // (51.1%, 49.3%, 41.7%, 15.9%, 67.3%), rounded up; none is met yet (README: why).
+  ar_intra.check("all-reduce intra-node (2/4/8 GPUs), 2KB-64MB", 15.0, 52.0);
+  ar_big.check("all-reduce intra-node, >= 8 MB", 15.0, 50.0);
+  ar_inter.check("all-reduce 2 nodes x 8 GPUs", 20.0, 42.0);
+  sr_intra.check("send/recv intra-node", 15.0, 16.5);
+  sr_inter.check("send/recv inter-node", 20.0, 68.0);
   EXPECT_GT(ar_intra.n, 100);
-  EXPECT_LT(ar_intra.mape(), 60.0);
-  EXPECT_LT(sr_intra.mape(), 60.0);
 }
 
 TEST(CostAccuracy, AllReduceOn4xA100NvLink) {
@@ -118,9 +129,9 @@ TEST(CostAccuracy, AllReduceOn4xA100NvLink) {
     all.add(t, measured);
     if (bytes >= 1e6) big.add(t, measured);
   }
-  all.print("all-reduce 4x A100 NVLink3, 8B-16GB");
-  big.print("all-reduce 4x A100 NVLink3, >= 1 MB");
-  EXPECT_LT(all.mape(), 60.0);
+  // Target of issue 16: <= 15%. Bounds: today's 33.0% and 37.5%, rounded up.
+  all.check("all-reduce 4x A100 NVLink3, 8B-16GB", 15.0, 34.0);
+  big.check("all-reduce 4x A100 NVLink3, >= 1 MB", 15.0, 38.0);
 }
 
 }  // namespace moesim
