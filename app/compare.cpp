@@ -15,6 +15,7 @@
 #include "app/sweep.hpp"
 #include "app/sweep_log.hpp"
 #include "core/diagnostics.hpp"
+#include "core/json_input.hpp"
 
 namespace moesim {
 namespace {
@@ -43,32 +44,10 @@ void flatten(const nlohmann::json& j, const std::string& prefix, Run& run) {
   }
 }
 
-// Line and column of byte `offset` in `text` (1-based), for a JSON parse error.
-SourceLocation location_of(const std::string& file, const std::string& text, std::size_t offset) {
-  int line = 1, col = 1;
-  for (std::size_t i = 0; i < std::min(offset, text.size()); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {file, line, col};
-}
-
 std::vector<Run> load_runs(const std::string& given) {
   const std::string file = fs::is_directory(given) ? (fs::path(given) / "result.json").string() : given;
   const std::string text = read_text_file(file);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is one past the offending character.
-    throw InputError(location_of(file, text, e.byte > 0 ? e.byte - 1 : 0), "not JSON: " + std::string(e.what()));
-  } catch (const nlohmann::json::exception& e) {  // e.g. a number past double's range (2e308)
-    throw InputError(SourceLocation{file, 0, 0}, "not JSON moesim can read: " + std::string(e.what()));
-  }
+  const nlohmann::json j = parse_json_input(text, file, "not JSON");
   if (!j.is_object() || !j.contains("runs") || !j["runs"].is_array() || j["runs"].empty())
     throw InputError(SourceLocation{file, 1, 1}, "not a moesim result: no \"runs\" (write one with `moesim run`)");
   const fs::path path(file);

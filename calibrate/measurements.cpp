@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/diagnostics.hpp"
+#include "core/json_input.hpp"
 
 namespace moesim::calibration {
 namespace {
@@ -302,23 +303,7 @@ Format detect_format(std::string_view text) {
 }
 
 Measurements load_json(const std::string& text, const std::string& path) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // Locate the byte where parsing stopped; keep nlohmann's reason but not its own position text.
-    const std::size_t offset = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    const std::string_view before(text.data(), offset);
-    const auto line = 1 + std::count(before.begin(), before.end(), '\n');
-    const auto nl = before.rfind('\n');
-    const auto column = nl == std::string_view::npos ? offset + 1 : offset - nl;
-    const std::string what = e.what();
-    const auto reason = what.find(": ");
-    throw InputError(SourceLocation{path, static_cast<int>(line), static_cast<int>(column)},
-                     "invalid JSON: " + (reason == std::string::npos ? what : what.substr(reason + 2)));
-  } catch (const json::exception& e) {  // e.g. a number past double's range (2e308): no position
-    throw InputError(SourceLocation{path, 0, 0}, std::string("invalid JSON: ") + e.what());
-  }
+  const json j = parse_json_input(text, path, "invalid JSON");
   std::vector<std::string> errors;
   Measurements m = parse(j, errors);
   if (!errors.empty()) {
