@@ -69,40 +69,87 @@ void print_gemm_explanation(const nlohmann::json& e) {
 nlohmann::json explanation_json(const CollectiveExplanation& e) {
   nlohmann::json channels = nlohmann::json::array();
   for (const auto& ch : e.channels) channels.push_back({{"order", ch.order}, {"bottleneck_GBps", ch.bottleneck_Bps / 1e9}});
-  return {{"algorithm", e.algorithm},
-          {"protocol", e.protocol},
-          {"steps", e.steps},
-          {"step_bytes", e.step_bytes},
-          {"channels", channels},
-          {"launch_us", e.launch_us},
-          {"calibrated", e.calibrated},
-          {"efficiency", e.efficiency},
-          {"hop_latency_us", e.hop_latency_us},
-          {"bottleneck_link", e.bottleneck_link},
-          {"bottleneck_class", e.bottleneck_class},
-          {"bottleneck_GBps", e.bottleneck_Bps / 1e9},
-          {"bottleneck_bytes_per_step", e.bottleneck_bytes},
-          {"estimate_us", e.estimate_us},
-          {"simulated_us", e.simulated_us}};
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const auto& k : e.candidates)
+    candidates.push_back({{"algorithm", nccl_algo_name(k.algo)}, {"protocol", nccl_proto_name(k.proto)},
+                          {"enabled", k.enabled}, {"why_disabled", k.why_disabled}, {"latency_us", k.latency_us},
+                          {"bus_GBps", k.bus_GBps}, {"alg_GBps", k.alg_GBps}, {"time_us", k.time_us}});
+  nlohmann::json j = {{"model", e.model},
+                      {"algorithm", e.algorithm},
+                      {"protocol", e.protocol},
+                      {"steps", e.steps},
+                      {"step_bytes", e.step_bytes},
+                      {"channels", channels},
+                      {"launch_us", e.launch_us},
+                      {"calibrated", e.calibrated},
+                      {"efficiency", e.efficiency},
+                      {"hop_latency_us", e.hop_latency_us},
+                      {"bottleneck_link", e.bottleneck_link},
+                      {"bottleneck_class", e.bottleneck_class},
+                      {"bottleneck_GBps", e.bottleneck_Bps / 1e9},
+                      {"bottleneck_bytes_per_step", e.bottleneck_bytes},
+                      {"estimate_us", e.estimate_us},
+                      {"simulated_us", e.simulated_us}};
+  if (e.model == "nccl") {
+    j["nccl"] = {{"channels", e.topology.ring_channels},
+                 {"channel_GBps", e.topology.ring_bw_GBps},
+                 {"nodes", e.topology.nodes},
+                 {"nvlink_intra", e.topology.nvlink_intra},
+                 {"bus_GBps", e.bus_GBps},
+                 {"alg_GBps", e.alg_GBps},
+                 {"candidates", candidates}};
+  }
+  return j;
 }
 
 void print_collective_explanation(const CollectiveExplanation& e) {
-  std::cout << "  algorithm   " << e.algorithm << ", " << e.steps << (e.steps == 1 ? " step" : " steps") << " of "
-            << e.step_bytes << " bytes per GPU";
+  std::cout << "  model       " << e.model << "\n  algorithm   " << e.algorithm << ", " << e.steps
+            << (e.steps == 1 ? " step" : " steps") << " of " << e.step_bytes << " bytes per GPU";
   if (!e.channels.empty()) {
-    std::cout << ", over " << e.channels.size() << (e.channels.size() == 1 ? " channel" : " channels") << " (ring bottlenecks";
+    std::cout << ", flows over " << e.channels.size() << (e.channels.size() == 1 ? " ring" : " rings") << " (ring bottlenecks";
     for (const auto& ch : e.channels) std::cout << " " << ch.bottleneck_Bps / 1e9;
     std::cout << " GB/s)";
   }
-  std::cout << "\n  protocol    " << e.protocol << "\n  efficiency  " << e.efficiency
-            << (e.calibrated ? " of line rate at this size (calibrated)" : " (line rate)") << "\n  launch      "
-            << e.launch_us << " us (" << (e.calibrated ? "calibrated" : "collective_launch_us") << ")\n";
-  if (!e.bottleneck_link.empty())
+  std::cout << "\n  protocol    " << e.protocol;
+  if (e.model == "nccl" && e.candidates.size() > 1) {
+    const auto& t = e.topology;
+    std::cout << " (NCCL 2.19's tuning: the smallest latency + bytes / bandwidth of the enabled candidates)\n"
+              << "  channels    " << t.ring_channels << " x " << t.ring_bw_GBps << " GB/s ("
+              << (t.nodes > 1 ? "one per rail NIC at NCCL's network speed" : t.nvlink_intra ? "NVLink at NCCL's 20 GB/s per link" : "PCIe at NCCL's rate")
+              << ")\n  candidates  algorithm/protocol: latency us, bus GB/s, time us\n";
+    for (const auto& k : e.candidates) {
+      std::cout << "              " << nccl_algo_name(k.algo) << "/" << nccl_proto_name(k.proto) << ": ";
+      if (k.enabled)
+        std::cout << k.latency_us << ", " << k.bus_GBps << ", " << k.time_us
+                  << "\n";
+      else
+        std::cout << "off (" << k.why_disabled << ")\n";
+    }
+    std::cout << "  bandwidth   bus " << e.bus_GBps << " GB/s, algorithm " << e.alg_GBps << " GB/s";
+  } else if (e.model == "nccl") {
+    std::cout << " (NCCL point-to-point" << (e.algorithm == "pairwise" ? " per pair" : "")
+              << ": LL up to 16 KB, Simple above)";
+    if (e.alg_GBps > 0)
+      std::cout << "\n  bandwidth   " << e.alg_GBps << " GB/s (the path at NCCL's link rates"
+                << (e.protocol == "LL" ? ", halved by LL's flags" : "") << ")";
+  }
+  std::cout << "\n  efficiency  " << e.efficiency
+            << (e.calibrated ? " of line rate at this size (calibrated)"
+                : e.model == "nccl" ? " of line rate (NCCL's protocol and link rates)" : " (line rate)")
+            << "\n  launch      " << e.launch_us << " us ("
+            << (e.calibrated ? "calibrated" : e.model == "nccl" ? "NCCL's latency, hops included" : "collective_launch_us") << ")\n";
+  if (!e.bottleneck_link.empty()) {
     std::cout << "  bottleneck  " << e.bottleneck_link << " (" << e.bottleneck_class << ", " << gbps(e.bottleneck_Bps)
-              << "): " << e.bottleneck_bytes << " wire bytes per step\n"
-              << "  hop latency " << e.hop_latency_us << " us per step (route latencies)\n";
-  std::cout << "  estimate    launch + " << e.steps << " x (hop latency + bottleneck bytes / bandwidth) = " << e.estimate_us
-            << " us (simulated " << e.simulated_us << " us; a gap is contention or pipelining the flows resolve)\n";
+              << "): " << e.bottleneck_bytes << " wire bytes per step\n";
+    if (e.model != "nccl") std::cout << "  hop latency " << e.hop_latency_us << " us per step (route latencies)\n";
+  }
+  if (e.model == "nccl" && e.algorithm != "pairwise")
+    std::cout << "  estimate    NCCL's latency + bytes / algorithm bandwidth = " << e.estimate_us << " us (simulated "
+              << e.simulated_us << " us; a gap is contention or pipelining the flows resolve)\n";
+  else
+    std::cout << "  estimate    launch + " << e.steps << " x (hop latency + bottleneck bytes / bandwidth) = "
+              << e.estimate_us << " us (simulated " << e.simulated_us
+              << " us; a gap is contention or pipelining the flows resolve)\n";
 }
 
 }  // namespace

@@ -173,6 +173,9 @@ std::vector<ParamSpec> gpu_field_specs(const GpuSpec& g) {
       float_field("memory_GB", g.memory_bytes / 1e9, "GB", "device memory capacity", 1e-3, 1e5),
       int_field("pcie_gen", g.pcie_gen, true, "", "PCIe generation of the host link", 1, 8),
       int_field("sm_count", g.sm_count, true, "", "streaming multiprocessors", 0, 1e5),
+      int_field("compute_capability", g.compute_capability, true, "",
+                "CUDA compute capability x 10 (70 Volta, 80 A100, 86/89 GeForce, 90 Hopper): NCCL tables, GEMM tiles",
+                30, 200),
       int_field("copy_engines", g.copy_engines, true, "", "asynchronous copy engines", 1, 64),
       float_field("kernel_launch_us", g.kernel_launch_us, "us", "fixed cost per kernel launch", 0.0, kMaxLatencyUs),
   };
@@ -197,7 +200,17 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
       float_field("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps, "Gbit/s", "per NIC, per direction; 0 = none (one node)", 0.0, 8 * kMaxGBps),
       int_field("nics_per_node", c.nics_per_node, true, "", "NICs per node", 0, 1024),
       float_field("nic_latency_us", c.nic_latency_us, "us", "NIC to network switch hop", 0.0, kMaxLatencyUs),
-      float_field("collective_launch_us", c.collective_launch_us, "us", "fixed software cost of one collective", 0.0, kMaxLatencyUs),
+      float_field("collective_launch_us", c.collective_launch_us, "us",
+                  "fixed software cost of one collective under collective_model line-rate (unused by nccl, "
+                  "which prices launches with NCCL's base latencies)", 0.0, kMaxLatencyUs),
+      choice_field("collective_model", c.collective_model,
+                   "how collectives are priced: nccl = the algorithm (ring, tree, NVLS) and protocol (LL, LL128, "
+                   "Simple) NCCL 2.19's tuning model picks per size, at NCCL's link rates; line-rate = rings at "
+                   "nominal link rates after collective_launch_us",
+                   {"nccl", "line-rate"}),
+      choice_field("cpu_vendor", c.cpu_vendor,
+                   "host CPU vendor: NCCL's multi-node LL bandwidth and per-step network overhead depend on it",
+                   {"amd", "intel"}),
       choice_field("network_model", c.network_model,
                    "how transfers are timed: flow = max-min fair sharing recomputed on every flow start/end "
                    "(use up to ~64 GPUs, or when overlapping collectives contend); analytic = each tick's "
@@ -237,6 +250,7 @@ GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMa
   g.memory_bytes = p.get_float("memory_GB") * 1e9;
   g.pcie_gen = static_cast<int>(p.get_int("pcie_gen"));
   g.sm_count = static_cast<int>(p.get_int("sm_count"));
+  g.compute_capability = static_cast<int>(p.get_int("compute_capability"));
   g.copy_engines = static_cast<int>(p.get_int("copy_engines"));
   g.kernel_launch_us = p.get_float("kernel_launch_us");
   for (const char* k : {"hbm_bandwidth_GBps", "memory_GB"})
@@ -288,6 +302,8 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
   c.nics_per_node = static_cast<int>(p.get_int("nics_per_node"));
   c.nic_latency_us = p.get_float("nic_latency_us");
   c.collective_launch_us = p.get_float("collective_launch_us");
+  c.collective_model = p.get_string("collective_model");
+  c.cpu_vendor = p.get_string("cpu_vendor");
   c.network_model = p.get_string("network_model");
   c.compute_model = p.get_string("compute_model");
 

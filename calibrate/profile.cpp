@@ -166,6 +166,7 @@ HardwareCalibration fit_profile(const Measurements& m, const ClusterSpec& base, 
   // (t − L) = launch + K/η̄ gives the launch cost; each sample then yields its own η.
   ClusterSpec no_launch = plain;
   no_launch.collective_launch_us = 0.0;
+  no_launch.collective_model = "line-rate";  // efficiencies are fractions of line rate
   SamplePredictor line_rate(no_launch);
   std::map<std::tuple<std::string, int, int>, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < m.collectives.size(); ++i)

@@ -43,7 +43,18 @@ struct ClusterSpec {
   double nic_bandwidth_Gbps = 0.0;     ///< per NIC (Gbit/s); 0 with nodes == 1 means none
   int nics_per_node = 0;               ///< NICs sit on the PCIe switches, spread evenly
   double nic_latency_us = 2.5;         ///< NIC ↔ network switch hop
-  double collective_launch_us = 7.0;   ///< fixed software cost of one collective call (NCCL)
+  /// Fixed software cost of one collective call under collective_model "line-rate" (fitted to
+  /// small messages, cluster_presets.cpp). The "nccl" model prices the launch with NCCL's own
+  /// base and per-step latencies instead and adds nothing for this field.
+  double collective_launch_us = 7.0;
+  /// How collectives are priced (collectives.hpp): "nccl" = the algorithm and protocol NCCL's
+  /// tuning model picks for the size, at NCCL's achievable link rates (nccl_tuning.hpp);
+  /// "line-rate" = rings at nominal link rates after collective_launch_us (moesim before 0.6,
+  /// and the baseline a calibration profile's efficiencies are measured against).
+  std::string collective_model = "nccl";
+  /// The host CPU vendor, "amd" or "intel": NCCL's multi-node tables and per-step network
+  /// overhead depend on it (nccl_tuning.cpp).
+  std::string cpu_vendor = "intel";
   /// Network backend timing transfers (make_network): "flow" (max-min fair sharing, exact for
   /// overlapping traffic) or "analytic" (per-tick groups priced from link loads, for big clusters).
   std::string network_model = "flow";

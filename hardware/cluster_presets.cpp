@@ -54,6 +54,7 @@ ClusterSpec dgx1_v100() {
   c.pcie_uplink_GBps = kPcieGen3;
   c.sockets = 2;
   c.socket_link_GBps = 38.4;
+  c.cpu_vendor = "intel";
   c.nics_per_node = 4;
   c.nic_bandwidth_Gbps = 100.0;
   return c;
@@ -73,6 +74,7 @@ ClusterSpec dgx_a100(int nodes) {
   c.pcie_uplink_GBps = kPcieGen4;
   c.sockets = 2;
   c.socket_link_GBps = 144.0;
+  c.cpu_vendor = "amd";
   c.nics_per_node = 8;
   c.nic_bandwidth_Gbps = 200.0;
   return c;
@@ -92,6 +94,7 @@ ClusterSpec dgx_h100(int nodes) {
   c.pcie_uplink_GBps = kPcieGen5;
   c.sockets = 2;
   c.socket_link_GBps = 128.0;
+  c.cpu_vendor = "intel";
   c.nics_per_node = 8;
   c.nic_bandwidth_Gbps = 400.0;
   return c;
@@ -110,6 +113,7 @@ ClusterSpec hgx_a100_4gpu_nvlink() {
   c.gpus_per_pcie_switch = 1;
   c.pcie_uplink_GBps = kPcieGen4;
   c.sockets = 1;
+  c.cpu_vendor = "amd";
   return c;
 }
 
@@ -124,6 +128,7 @@ ClusterSpec a100_4gpu_pcie() {
   c.gpus_per_pcie_switch = 4;
   c.pcie_uplink_GBps = kPcieGen4;
   c.sockets = 1;
+  c.cpu_vendor = "amd";
   return c;
 }
 
@@ -141,6 +146,7 @@ ClusterSpec pcie_8x(const char* name, const char* gpu_name) {
   c.pcie_uplink_GBps = kPcieGen4;
   c.sockets = 2;
   c.socket_link_GBps = 144.0;
+  c.cpu_vendor = "amd";
   c.nics_per_node = 1;
   c.nic_bandwidth_Gbps = 25.0;
   c.nic_latency_us = 5.0;

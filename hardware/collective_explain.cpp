@@ -18,7 +18,16 @@ struct LinkLoads {
     for (LinkId l : path) bytes[l] += b;
     max_latency_us = std::max(max_latency_us, ticks_to_us(c.route_latency(c.gpu_endpoint(src), c.gpu_endpoint(dst))));
   }
-  // The link that takes longest to drain its step's bytes.
+  // The link that takes longest to drain its step's bytes (0 when nothing moves).
+  LinkId bottleneck_id() const {
+    LinkId best = 0;
+    double worst = -1.0;
+    for (const auto& [l, b] : bytes) {
+      const double t = b / c.links()[static_cast<std::size_t>(l)].bandwidth_Bps;
+      if (t > worst) worst = t, best = l;
+    }
+    return best;
+  }
   void bottleneck(CollectiveExplanation& e) const {
     double worst = -1.0;
     for (const auto& [l, b] : bytes) {
@@ -45,14 +54,17 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
   const std::vector<int> members = kind == CollectiveKind::kSendRecv ? std::vector<int>{0, gpus - 1} : ids;
   const CollectiveCalibration* cal = collective_calibration(c, kind, members);
   e.calibrated = cal != nullptr;
+  const bool nccl = !cal && c.spec().collective_model == "nccl";
+  e.model = cal ? "calibrated" : c.spec().collective_model;
   e.launch_us = cal ? cal->launch_us : c.spec().collective_launch_us;
   // The buffer the efficiency curve is indexed by, as the simulation indexes it.
   const double buffer = bytes;  // every kind indexes its curve by the per-GPU buffer
   e.efficiency = cal ? cal->efficiency.at(std::max(1.0, buffer)) : 1.0;
-  e.protocol = cal ? "measured efficiency curve (calibration profile)"
-                   : "one protocol at line rate (no LL/LL128/Simple choice is modelled)";
+  e.protocol = cal ? "measured efficiency curve (calibration profile)" : "one protocol at line rate (collective_model line-rate)";
   LinkLoads loads{c, {}, 0.0, {}};
+  LinkLoads raw{c, {}, 0.0, {}};  // point-to-point under nccl: data bytes, before NCCL's rates
   const double n = static_cast<double>(gpus);
+  double nccl_us = 0.0;  // NCCL's own time for the choice (nccl)
   switch (kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kAllGather: {
@@ -60,6 +72,42 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
       e.steps = kind == CollectiveKind::kAllReduce ? 2 * (gpus - 1) : gpus - 1;
       e.step_bytes = bytes / n;
       if (gpus < 2) break;
+      if (nccl) {
+        const NcclChoice choice = nccl_choose(c, kind, ids, bytes);
+        e.topology = choice.topo;
+        e.candidates = choice.candidates;
+        e.algorithm = nccl_algo_name(choice.best.algo);
+        e.protocol = nccl_proto_name(choice.best.proto);
+        e.bus_GBps = choice.best.bus_GBps;
+        e.alg_GBps = choice.best.alg_GBps;
+        e.launch_us = choice.best.latency_us;
+        nccl_us = choice.best.time_us;
+      }
+      if (e.algorithm == "tree") {
+        // Chains inside the nodes, a tree across them; every edge carries the buffer both ways.
+        e.steps = 1;
+        e.step_bytes = bytes;
+        const int channels = std::min(e.topology.ring_channels, std::max(1, e.topology.ppn));
+        for (int k = 0; k < channels; ++k) {
+          std::vector<std::pair<int, int>> edges;
+          std::vector<int> heads;
+          for (int node = 0; node < c.num_nodes(); ++node) {
+            std::vector<int> local;
+            for (int g : ids)
+              if (c.node_of_gpu(g) == node) local.push_back(g);
+            if (local.empty()) continue;
+            const std::size_t m = local.size(), r = static_cast<std::size_t>(k) % m;
+            for (std::size_t i = 1; i < m; ++i) edges.emplace_back(local[(r + i) % m], local[(r + i - 1) % m]);
+            heads.push_back(local[r]);
+          }
+          for (std::size_t i = 1; i < heads.size(); ++i) edges.emplace_back(heads[i], heads[(i - 1) / 2]);
+          for (const auto& [child, parent] : edges) {
+            loads.add(child, parent, bytes / channels);
+            loads.add(parent, child, bytes / channels);
+          }
+        }
+        break;
+      }
       e.channels = ring_channels(c, ids, kMaxRingChannels);
       double total = 0.0;
       for (const auto& ch : e.channels) total += ch.bottleneck_Bps;
@@ -72,21 +120,62 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
     }
     case CollectiveKind::kAllToAll:
       e.algorithm = "pairwise";
+      if (nccl) e.launch_us = 0.0;  // the slowest pair's NCCL latency, below
       e.steps = gpus > 1 ? 1 : 0;  // one GPU sends nothing
       e.step_bytes = bytes / n;
       for (int i = 0; i < gpus; ++i)
-        for (int j = 0; j < gpus; ++j)
-          if (i != j) loads.add(i, j, e.step_bytes / e.efficiency);
+        for (int j = 0; j < gpus; ++j) {
+          if (i == j) continue;
+          if (nccl) {
+            // NCCL sends each pair as one message: its protocol and NCCL link rate per pair.
+            const NcclCandidate k = nccl_p2p(c, i, j, e.step_bytes);
+            e.protocol = nccl_proto_name(k.proto);
+            e.launch_us = std::max(e.launch_us, k.latency_us);
+            const double line = c.route_bandwidth_Bps(c.gpu_endpoint(i), c.gpu_endpoint(j));
+            loads.add(i, j, e.step_bytes * line / (k.alg_GBps * 1e9));
+            raw.add(i, j, e.step_bytes);
+          } else {
+            loads.add(i, j, e.step_bytes / e.efficiency);
+          }
+        }
       break;
     case CollectiveKind::kSendRecv:
       e.algorithm = "point-to-point";
       e.step_bytes = bytes;
-      loads.add(0, gpus - 1, bytes / e.efficiency);
+      if (nccl) {
+        const NcclCandidate k = nccl_p2p(c, 0, gpus - 1, bytes);
+        e.protocol = nccl_proto_name(k.proto);
+        e.candidates = {k};
+        e.launch_us = k.latency_us;
+        e.bus_GBps = e.alg_GBps = k.alg_GBps;
+        nccl_us = k.time_us;
+        const double line = c.route_bandwidth_Bps(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1));
+        loads.add(0, gpus - 1, bytes * line / (k.alg_GBps * 1e9));
+        raw.add(0, gpus - 1, bytes);
+      } else {
+        loads.add(0, gpus - 1, bytes / e.efficiency);
+      }
       break;
   }
   loads.bottleneck(e);
+  const LinkId raw_link = loads.bottleneck_id();
+  if (nccl) e.hop_latency_us = 0.0;  // NCCL's latency, in the launch, includes the hops
   const double step_us = e.bottleneck_Bps > 0 ? e.bottleneck_bytes / e.bottleneck_Bps * 1e6 : 0.0;
   e.estimate_us = e.launch_us + (loads.bytes.empty() ? 0.0 : e.steps * (e.hop_latency_us + step_us));
+  if (nccl && nccl_us > 0.0 && kind != CollectiveKind::kSendRecv) {
+    // The flows carry bytes / (NCCL's bandwidth / line rate): that ratio is the efficiency.
+    const double transfer_us = nccl_us - e.launch_us;
+    const double line_us = e.steps * (e.bottleneck_bytes / e.bottleneck_Bps * 1e6);
+    if (line_us > 0 && transfer_us > 0) {
+      e.efficiency = line_us / transfer_us;
+      e.bottleneck_bytes /= e.efficiency;
+    }
+    e.estimate_us = nccl_us;
+  } else if (nccl && e.bottleneck_bytes > 0) {
+    // Point-to-point: the bottleneck link's data bytes over the wire bytes it carries.
+    e.efficiency = raw.bytes[raw_link] / e.bottleneck_bytes;
+    if (kind == CollectiveKind::kSendRecv) e.estimate_us = nccl_us;
+  }
   e.simulated_us = ticks_to_us(collective_time(c, kind, gpus, bytes));
   return e;
 }

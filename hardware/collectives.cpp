@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "hardware/cost_model.hpp"
+#include "hardware/nccl_tuning.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/plan_executor.hpp"
 
@@ -132,27 +133,62 @@ const CollectiveCalibration* calibration_of(const Cluster& c, CollectiveKind kin
   return collective_calibration(c, kind, gpus);
 }
 
+/// True when collectives are priced by NCCL's tuning model: collective_model "nccl" and no measured
+/// curve for this collective (a calibration profile's efficiencies are measured against line rate).
+bool nccl_priced(const Cluster& c, const CollectiveCalibration* cal) {
+  return !cal && c.spec().collective_model == "nccl";
+}
+
 TaskId launch(TaskGraph& g, const Cluster& c, const CollectiveCalibration* cal, Phase phase, int layer,
               TaskGraph::Deps deps) {
   return g.delay(us_to_ticks(cal ? cal->launch_us : c.spec().collective_launch_us), phase, layer, deps);
 }
 
-// Bytes the flows must carry so that line-rate transfers take as long as the measured protocol
-// does: a collective reaching a fraction η of the link rate moves bytes/η at line rate.
-double wire_bytes(const CollectiveCalibration* cal, double buffer_bytes, double bytes) {
-  return cal ? bytes / cal->efficiency.at(std::max(1.0, buffer_bytes)) : bytes;
+// The factor on the bytes the flows carry so that line-rate transfers take as long as the measured
+// protocol does: a collective reaching a fraction η of the link rate moves bytes/η at line rate.
+double wire_scale(const CollectiveCalibration* cal, double buffer_bytes) {
+  return cal ? 1.0 / cal->efficiency.at(std::max(1.0, buffer_bytes)) : 1.0;
+}
+
+/// Line-rate time of a set of concurrent flows on an idle cluster: the busiest link's bytes over
+/// its bandwidth.
+struct FlowLoad {
+  const Cluster& c;
+  std::map<LinkId, double> bytes;
+  std::vector<LinkId> path;
+  void add(int src, int dst, double b) {
+    c.route_into(c.gpu_endpoint(src), c.gpu_endpoint(dst), path);
+    for (LinkId l : path) bytes[l] += b;
+  }
+  double seconds() const {
+    double t = 0.0;
+    for (const auto& [l, b] : bytes) t = std::max(t, b / c.links()[l].bandwidth_Bps);
+    return t;
+  }
+};
+
+/// How NCCL's choice becomes flows: each flow carries its bytes × `scale`, so that at line rate the
+/// transfer takes NCCL's bytes / algorithm bandwidth, and the launch delay is NCCL's latency, which
+/// includes the hops (the flows skip their own: HopLatency::kInLaunch). On an idle cluster the
+/// collective then takes NCCL's `latency + bytes / bandwidth`; under load its flows share links
+/// like any others.
+struct NcclFit {
+  double scale = 1.0;
+  Tick launch = 0;
+};
+NcclFit fit_to_nccl(const NcclCandidate& k, double buffer_bytes, double line_seconds) {
+  NcclFit f;
+  const double nccl_seconds = k.alg_GBps > 0 ? buffer_bytes / (k.alg_GBps * 1e9) : 0.0;
+  f.scale = line_seconds > 0 ? nccl_seconds / line_seconds : 1.0;
+  f.launch = us_to_ticks(k.latency_us);
+  return f;
 }
 
 // `steps` ring steps of `chunk` bytes split over the ring channels; on each ring, step s on
-// edge i→i+1 waits for step s-1 on edge i-1→i (the data it forwards).
-TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus, int steps,
-                      double buffer_bytes, double chunk, Phase phase, int layer, TaskGraph::Deps deps) {
-  const CollectiveCalibration* cal = calibration_of(c, kind, gpus);
-  const TaskId start = launch(g, c, cal, phase, layer, deps);
-  chunk = wire_bytes(cal, buffer_bytes, chunk);
-  const std::size_t n = gpus.size();
-  if (n < 2) return start;
-  const auto rings = ring_channels(c, gpus, kMaxRingChannels);
+// edge i→i+1 waits for step s-1 on edge i-1→i (the data it forwards). Every flow carries its
+// bytes × `scale` at line rate.
+TaskId ring_flows(TaskGraph& g, const Cluster& c, const std::vector<RingChannel>& rings, int steps, double chunk,
+                  double scale, TaskId start, Phase phase, int layer, HopLatency hop) {
   double total_bw = 0.0;
   for (const auto& ch : rings) total_bw += ch.bottleneck_Bps;
   std::vector<TaskId> ends;
@@ -160,6 +196,7 @@ TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const
     // Each channel carries a share of the data in proportion to its bottleneck bandwidth.
     const double share = chunk * ch.bottleneck_Bps / total_bw;
     const std::vector<int>& ring = ch.order;
+    const std::size_t n = ring.size();
     std::vector<TaskId> prev(n, start), cur(n);
     for (int s = 0; s < steps; ++s) {
       for (std::size_t i = 0; i < n; ++i) {
@@ -167,6 +204,7 @@ TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const
         const TaskId dep[] = {prev[from], prev[i]};
         cur[i] = g.transfer(c.gpu_endpoint(ring[i]), c.gpu_endpoint(ring[(i + 1) % n]), share, phase, layer, dep,
                             ring[i]);
+        g.price_transfer(cur[i], scale, hop);
       }
       std::swap(prev, cur);
     }
@@ -175,7 +213,91 @@ TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const
   return g.join(ends, phase, layer);
 }
 
+/// The edges of NCCL's tree all-reduce (init.cc, trees.cc): inside each node a chain, across
+/// nodes a binary tree of the chains' heads; channel k starts its chains at local GPU k, so the
+/// channels' heads, and their rail NICs, differ. Every edge carries the buffer up (reduce) and
+/// down (broadcast), pipelined: all edges run at once.
+std::vector<std::pair<int, int>> tree_edges(const Cluster& c, const std::vector<int>& gpus, int channel) {
+  std::vector<int> node_ids;
+  std::map<int, std::vector<int>> by_node;
+  for (int g : gpus) {
+    const int nd = c.node_of_gpu(g);
+    if (!by_node.count(nd)) node_ids.push_back(nd);
+    by_node[nd].push_back(g);
+  }
+  std::vector<std::pair<int, int>> edges;  // (child, parent)
+  std::vector<int> heads;
+  for (int nd : node_ids) {
+    const auto& local = by_node[nd];
+    const std::size_t m = local.size(), r = static_cast<std::size_t>(channel) % m;
+    for (std::size_t i = 1; i < m; ++i) edges.emplace_back(local[(r + i) % m], local[(r + i - 1) % m]);
+    heads.push_back(local[r]);
+  }
+  for (std::size_t i = 1; i < heads.size(); ++i) edges.emplace_back(heads[i], heads[(i - 1) / 2]);
+  return edges;
+}
+
+TaskId add_nccl_collective(TaskGraph& g, const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus,
+                           int steps, double buffer_bytes, double chunk, Phase phase, int layer,
+                           TaskGraph::Deps deps) {
+  const NcclChoice choice = nccl_choose(c, kind, gpus, buffer_bytes);
+  FlowLoad load{c, {}, {}};
+  if (choice.best.algo == NcclAlgo::kTree) {
+    const int channels = std::min(choice.topo.ring_channels, std::max(1, choice.topo.ppn));
+    std::vector<std::vector<std::pair<int, int>>> per_channel;
+    const double share = buffer_bytes / channels;
+    for (int k = 0; k < channels; ++k) {
+      per_channel.push_back(tree_edges(c, gpus, k));
+      for (const auto& [child, parent] : per_channel.back()) {
+        load.add(child, parent, share);
+        load.add(parent, child, share);
+      }
+    }
+    const NcclFit fit = fit_to_nccl(choice.best, buffer_bytes, load.seconds());
+    const TaskId start = g.delay(fit.launch, phase, layer, deps);
+    const TaskId dep[] = {start};
+    std::vector<TaskId> ends{start};
+    for (const auto& edges : per_channel)
+      for (const auto& [child, parent] : edges) {
+        ends.push_back(g.transfer(c.gpu_endpoint(child), c.gpu_endpoint(parent), share, phase, layer, dep, child));
+        g.price_transfer(ends.back(), fit.scale, HopLatency::kInLaunch);
+        ends.push_back(g.transfer(c.gpu_endpoint(parent), c.gpu_endpoint(child), share, phase, layer, dep, parent));
+        g.price_transfer(ends.back(), fit.scale, HopLatency::kInLaunch);
+      }
+    return g.join(ends, phase, layer);
+  }
+  // Ring (and NVLS, whose switch-side reduction we place on the ring's links).
+  const auto rings = ring_channels(c, gpus, kMaxRingChannels);
+  double total_bw = 0.0;
+  for (const auto& ch : rings) total_bw += ch.bottleneck_Bps;
+  for (const auto& ch : rings)
+    for (std::size_t i = 0; i < ch.order.size(); ++i)
+      load.add(ch.order[i], ch.order[(i + 1) % ch.order.size()], chunk * ch.bottleneck_Bps / total_bw);
+  const NcclFit fit = fit_to_nccl(choice.best, buffer_bytes, steps * load.seconds());
+  const TaskId start = g.delay(fit.launch, phase, layer, deps);
+  return ring_flows(g, c, rings, steps, chunk, fit.scale, start, phase, layer, HopLatency::kInLaunch);
+}
+
+TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus, int steps,
+                      double buffer_bytes, double chunk, Phase phase, int layer, TaskGraph::Deps deps) {
+  const CollectiveCalibration* cal = calibration_of(c, kind, gpus);
+  if (gpus.size() < 2) return g.delay(0, phase, layer, deps);  // nothing to exchange
+  if (nccl_priced(c, cal)) return add_nccl_collective(g, c, kind, gpus, steps, buffer_bytes, chunk, phase, layer, deps);
+  const TaskId start = launch(g, c, cal, phase, layer, deps);
+  return ring_flows(g, c, ring_channels(c, gpus, kMaxRingChannels), steps, chunk, wire_scale(cal, buffer_bytes),
+                    start, phase, layer, HopLatency::kPaid);
+}
+
 }  // namespace
+
+P2pPricing price_p2p(const Cluster& c, int src_gpu, int dst_gpu, double bytes) {
+  if (c.spec().collective_model != "nccl" || src_gpu == dst_gpu)
+    return {us_to_ticks(c.spec().collective_launch_us), 1.0, HopLatency::kPaid};
+  const NcclCandidate k = nccl_p2p(c, src_gpu, dst_gpu, bytes);
+  const double line_seconds = bytes / c.route_bandwidth_Bps(c.gpu_endpoint(src_gpu), c.gpu_endpoint(dst_gpu));
+  const NcclFit fit = fit_to_nccl(k, bytes, line_seconds);
+  return {fit.launch, fit.scale, HopLatency::kInLaunch};
+}
 
 TaskId add_ring_all_reduce(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, double bytes,
                            Phase phase, int layer, TaskGraph::Deps deps) {
@@ -196,24 +318,39 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
                                    int layer, const std::vector<TaskId>& start) {
   const std::size_t n = gpus.size();
   const CollectiveCalibration* cal = calibration_of(c, CollectiveKind::kAllToAll, gpus);
+  const bool nccl = nccl_priced(c, cal);
   // The per-rank buffer (what nccl-tests calls size): the mean bytes a GPU sends.
   double total = 0.0;
   for (const auto& row : bytes)
     for (double b : row) total += b;
   const double buffer = total / static_cast<double>(std::max<std::size_t>(1, n));
+  // NCCL runs all-to-all as grouped sends and receives: each pair is priced as one message, and
+  // a GPU's call waits for its slowest pair's latency.
+  std::vector<std::vector<P2pPricing>> priced(n);
+  std::vector<Tick> launch_ticks(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    priced[i].resize(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      if (i == j || bytes[i][j] <= 0.0) continue;
+      priced[i][j] = nccl ? price_p2p(c, gpus[i], gpus[j], bytes[i][j])
+                          : P2pPricing{0, wire_scale(cal, buffer), HopLatency::kPaid};
+      launch_ticks[i] = std::max(launch_ticks[i], priced[i][j].launch);
+    }
+  }
   std::vector<std::vector<TaskId>> touching(n);
   std::vector<TaskId> launched(n);
   for (std::size_t i = 0; i < n; ++i) {
     const TaskId dep[] = {start[i]};
-    launched[i] = launch(g, c, cal, phase, layer, dep);
+    launched[i] = nccl ? g.delay(launch_ticks[i], phase, layer, dep) : launch(g, c, cal, phase, layer, dep);
     touching[i].push_back(launched[i]);
   }
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
       if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
       const TaskId dep[] = {launched[i]};
-      const TaskId f = g.transfer(c.gpu_endpoint(gpus[i]), c.gpu_endpoint(gpus[j]), wire_bytes(cal, buffer, bytes[i][j]),
-                                  phase, layer, dep, gpus[i]);
+      const TaskId f = g.transfer(c.gpu_endpoint(gpus[i]), c.gpu_endpoint(gpus[j]), bytes[i][j], phase, layer, dep,
+                                  gpus[i]);
+      g.price_transfer(f, priced[i][j].wire_scale, priced[i][j].hop);
       touching[i].push_back(f);
       touching[j].push_back(f);
     }
@@ -247,10 +384,13 @@ Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double byt
     case CollectiveKind::kSendRecv: {
       const std::vector<int> pair{0, gpus - 1};
       const CollectiveCalibration* cal = calibration_of(c, kind, pair);
-      const TaskId start = launch(g, c, cal, Phase::kCollective, -1, {});
+      const P2pPricing p = nccl_priced(c, cal) ? price_p2p(c, 0, gpus - 1, bytes)
+                                               : P2pPricing{0, wire_scale(cal, bytes), HopLatency::kPaid};
+      const TaskId start = nccl_priced(c, cal) ? g.delay(p.launch, Phase::kCollective, -1, {})
+                                               : launch(g, c, cal, Phase::kCollective, -1, {});
       const TaskId dep[] = {start};
-      g.transfer(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1), wire_bytes(cal, bytes, bytes), Phase::kCollective, -1,
-                 dep, 0);
+      const TaskId f = g.transfer(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1), bytes, Phase::kCollective, -1, dep, 0);
+      g.price_transfer(f, p.wire_scale, p.hop);
       break;
     }
   }

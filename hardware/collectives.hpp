@@ -1,7 +1,10 @@
 #pragma once
 // Collectives expanded into flows on the plan (DESIGN: "collectives decompose into flows"):
-// ring all-reduce and all-gather step by step, all-to-all(v) as concurrent pairwise flows,
-// send/recv as one flow. Each starts with the cluster's fixed collective launch cost.
+// ring all-reduce and all-gather step by step (tree all-reduce as concurrent chain and tree edges
+// when NCCL's tuning picks it), all-to-all(v) as concurrent pairwise flows, send/recv as one flow.
+// With collective_model "nccl" (the default) NCCL's tuning model (nccl_tuning.hpp) chooses the
+// algorithm and protocol and sets the latency and achievable rate; with "line-rate", or where a
+// calibration profile has a measured curve, flows run at line rate after a fixed launch cost.
 #include <string>
 #include <vector>
 
@@ -49,6 +52,17 @@ TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int
 std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                                    const std::vector<std::vector<double>>& bytes, Phase phase,
                                    int layer, const std::vector<TaskId>& start);
+
+/// One point-to-point message (send/recv, an all-to-all pair, AMoE's token messages) as the
+/// cluster's collective_model prices it: the delay before its flow starts and the factor on the
+/// bytes its flow carries at line rate. "nccl": NCCL's p2p protocol latency and link rate
+/// (nccl_p2p) folded in; "line-rate": collective_launch_us and the bytes themselves.
+struct P2pPricing {
+  Tick launch = 0;
+  double wire_scale = 1.0;
+  HopLatency hop = HopLatency::kPaid;  ///< kInLaunch: `launch` already includes the route's hops
+};
+P2pPricing price_p2p(const Cluster& c, int src_gpu, int dst_gpu, double bytes);
 
 /// Time for one collective on an otherwise idle cluster: `bytes` is the per-GPU buffer
 /// (all-reduce, all-to-all total per GPU, send/recv message; all-gather output size).

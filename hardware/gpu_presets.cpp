@@ -36,7 +36,7 @@ struct Peaks {
 };
 
 GpuSpec make_gpu(std::string name, Peaks p, double hbm_GBps, double memory_GB, int pcie_gen,
-                 int sm_count) {
+                 int sm_count, int compute_capability) {
   GpuSpec g;
   g.name = std::move(name);
   g.peak_flops[static_cast<int>(DType::kFp32)] = p.fp32 * kT;
@@ -47,6 +47,7 @@ GpuSpec make_gpu(std::string name, Peaks p, double hbm_GBps, double memory_GB, i
   g.memory_bytes = memory_GB * kG;
   g.pcie_gen = pcie_gen;
   g.sm_count = sm_count;
+  g.compute_capability = compute_capability;
   g.copy_engines = 2;
   g.kernel_launch_us = 4.0;
   return g;
@@ -61,40 +62,40 @@ void register_presets(Registry<GpuSpec>& r) {
   // NVIDIA Tesla V100 datasheet (SXM2): 15.7 TFLOPS FP32, 125 TFLOPS tensor (fp16 in, fp32
   // accumulate at full rate on Volta), 900 GB/s HBM2, 32 GB; Volta whitepaper: 80 SMs, PCIe 3.0.
   add(r, "NVIDIA V100 SXM2 32GB (Volta): 125 TF fp16 tensor, no bf16, 900 GB/s HBM2",
-      make_gpu("V100-SXM2-32GB", {15.7, 125.0, 0.0, 0.0}, 900.0, 32.0, 3, 80));
+      make_gpu("V100-SXM2-32GB", {15.7, 125.0, 0.0, 0.0}, 900.0, 32.0, 3, 80, 70));
 
   // NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TF, FP16/BF16 tensor 312 TF dense (624
   // sparse), 40GB HBM2 at 1,555 GB/s (SXM4 40GB), 80GB HBM2e at 2,039 GB/s (SXM4 80GB);
   // Ampere GA100 whitepaper: 108 SMs, PCIe 4.0.
   add(r, "NVIDIA A100 SXM4 40GB (Ampere): 312 TF fp16/bf16, 1555 GB/s HBM2",
-      make_gpu("A100-SXM4-40GB", {19.5, 312.0, 312.0, 0.0}, 1555.0, 40.0, 4, 108));
+      make_gpu("A100-SXM4-40GB", {19.5, 312.0, 312.0, 0.0}, 1555.0, 40.0, 4, 108, 80));
   add(r, "NVIDIA A100 SXM4 80GB (Ampere): 312 TF fp16/bf16, 2039 GB/s HBM2e",
-      make_gpu("A100-SXM4-80GB", {19.5, 312.0, 312.0, 0.0}, 2039.0, 80.0, 4, 108));
+      make_gpu("A100-SXM4-80GB", {19.5, 312.0, 312.0, 0.0}, 2039.0, 80.0, 4, 108, 80));
 
   // NVIDIA H100 Tensor Core GPU datasheet (SXM5): FP32 67 TF; FP16/BF16 1,979 TF and FP8
   // 3,958 TF with sparsity, i.e. 989.4 and 1,978.9 dense (Hopper whitepaper, table 3);
   // 80GB HBM3 at 3.35 TB/s; 132 SMs; PCIe 5.0.
   add(r, "NVIDIA H100 SXM5 80GB (Hopper): 989 TF fp16/bf16, 1979 TF fp8, 3.35 TB/s HBM3",
-      make_gpu("H100-SXM-80GB", {67.0, 989.4, 989.4, 1978.9}, 3350.0, 80.0, 5, 132));
+      make_gpu("H100-SXM-80GB", {67.0, 989.4, 989.4, 1978.9}, 3350.0, 80.0, 5, 132, 90));
 
   // NVIDIA H200 Tensor Core GPU datasheet (SXM): same GH100 compute as H100 SXM, 141GB HBM3e at
   // 4.8 TB/s; PCIe 5.0.
   add(r, "NVIDIA H200 SXM 141GB (Hopper): H100 compute with 141 GB HBM3e at 4.8 TB/s",
-      make_gpu("H200-141GB", {67.0, 989.4, 989.4, 1978.9}, 4800.0, 141.0, 5, 132));
+      make_gpu("H200-141GB", {67.0, 989.4, 989.4, 1978.9}, 4800.0, 141.0, 5, 132, 90));
 
   // NVIDIA Ampere GA102 whitepaper, appendix A (GeForce RTX 3090): FP32 35.6 TF; FP16 tensor
   // 142 TF with FP16 accumulate but 71 TF with FP32 accumulate (GeForce runs fp32-accumulate
   // at half rate); BF16 71 TF (fp32 accumulate only); no fp8. 24GB GDDR6X at 936 GB/s, 82 SMs,
   // PCIe 4.0. We use 71: frameworks accumulate half-precision GEMMs in fp32 (see top).
   add(r, "NVIDIA GeForce RTX 3090 (Ampere GA102): 71 TF fp16/bf16 (fp32 acc.), 936 GB/s GDDR6X",
-      make_gpu("RTX-3090", {35.6, 71.0, 71.0, 0.0}, 936.0, 24.0, 4, 82));
+      make_gpu("RTX-3090", {35.6, 71.0, 71.0, 0.0}, 936.0, 24.0, 4, 82, 86));
 
   // NVIDIA Ada Lovelace architecture whitepaper, appendix A (GeForce RTX 4090): FP32 82.6 TF;
   // FP16/BF16 tensor with FP32 accumulate 165.2 TF dense (330.3 with FP16 accumulate); FP8 with
   // FP32 accumulate 330.3 TF dense (660.6 with FP16 accumulate). 24GB GDDR6X at 1,008 GB/s,
   // 128 SMs, PCIe 4.0.
   add(r, "NVIDIA GeForce RTX 4090 (Ada AD102): 165 TF fp16/bf16, 330 TF fp8 (fp32 acc.), 1008 GB/s",
-      make_gpu("RTX-4090", {82.6, 165.2, 165.2, 330.3}, 1008.0, 24.0, 4, 128));
+      make_gpu("RTX-4090", {82.6, 165.2, 165.2, 330.3}, 1008.0, 24.0, 4, 128, 89));
 }
 
 }  // namespace

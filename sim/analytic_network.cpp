@@ -23,7 +23,8 @@ LinkId AnalyticNetwork::add_link(std::string name, double bandwidth_Bps, Tick la
   return static_cast<LinkId>(links_.size() - 1);
 }
 
-FlowId AnalyticNetwork::start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) {
+FlowId AnalyticNetwork::start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done,
+                                   HopLatency hop) {
   if (bytes < 0.0 || !std::isfinite(bytes)) throw std::invalid_argument("flow bytes must be >= 0");
   const FlowId id = next_id_++;
   ++active_;
@@ -39,7 +40,7 @@ FlowId AnalyticNetwork::start_flow(const std::vector<LinkId>& path, double bytes
   Tick latency = 0;
   for (LinkId l : path) {
     assert(l < links_.size());
-    latency += links_[l].latency;
+    if (hop == HopLatency::kPaid) latency += links_[l].latency;
   }
   group_.push_back(Pending{static_cast<std::uint32_t>(path_links_.size()), static_cast<std::uint32_t>(path.size()),
                            bytes, latency, std::move(on_done)});

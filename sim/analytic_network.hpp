@@ -53,7 +53,8 @@ class AnalyticNetwork final : public NetworkBackend {
   std::size_t link_count() const override { return links_.size(); }
 
   /// Queues the flow in this tick's group; it is priced at kReallocate of this tick.
-  FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) override;
+  using NetworkBackend::start_flow;
+  FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done, HopLatency hop) override;
   std::size_t active_flows() const override { return active_; }
   /// Number of groups priced (for benchmarks; the flow backend's reallocations() counterpart).
   std::uint64_t groups_priced() const { return groups_priced_; }

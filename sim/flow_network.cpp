@@ -24,7 +24,8 @@ LinkId FlowNetwork::add_link(std::string name, double bandwidth_Bps, Tick latenc
   return static_cast<LinkId>(links_.size() - 1);
 }
 
-FlowId FlowNetwork::start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) {
+FlowId FlowNetwork::start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done,
+                                   HopLatency hop) {
   if (bytes < 0.0 || !std::isfinite(bytes)) throw std::invalid_argument("flow bytes must be >= 0");
   const FlowId id = next_id_++;
   if (path.empty()) {
@@ -35,7 +36,7 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& path, double bytes, Do
   Tick latency = 0;
   for (LinkId l : path) {
     assert(l < links_.size());
-    latency += links_[l].latency;
+    if (hop == HopLatency::kPaid) latency += links_[l].latency;
   }
   sim_.after(latency, [this, path, bytes, m = Member{id, std::move(on_done)}]() mutable {
     activate(path, bytes, std::move(m));

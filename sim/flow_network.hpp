@@ -36,7 +36,8 @@ class FlowNetwork final : public NetworkBackend {
   /// Flows that activate at the same tick on the same path with the same bytes are coalesced
   /// into one entry of several members: they get equal rates and finish at the same tick, so
   /// this is exact (the filling subtracts each member's share as it would for separate flows).
-  FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) override;
+  using NetworkBackend::start_flow;
+  FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done, HopLatency hop) override;
 
   /// Current rate of an active flow in bytes/s (0 while in its latency phase or unknown).
   double flow_rate_Bps(FlowId id) const;

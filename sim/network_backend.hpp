@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/hop_latency.hpp"
 #include "sim/simulator.hpp"
 
 namespace moesim {
@@ -39,7 +40,11 @@ class NetworkBackend {
 
   /// Starts moving `bytes` along `path` now; `on_done` runs when the last byte arrives.
   /// An empty path (source == destination) completes at once, at this tick.
-  virtual FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) = 0;
+  /// `hop` kInLaunch: the flow starts moving bytes at once (its latency was paid by the caller).
+  virtual FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done, HopLatency hop) = 0;
+  FlowId start_flow(const std::vector<LinkId>& path, double bytes, DoneCallback on_done) {
+    return start_flow(path, bytes, std::move(on_done), HopLatency::kPaid);
+  }
   /// Transfers started and not yet arrived.
   virtual std::size_t active_flows() const = 0;
 };

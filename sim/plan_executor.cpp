@@ -280,7 +280,7 @@ void PlanExecutor::kick_stream(Stream& s) {
   if (t.kind == TaskKind::kCompute) {
     sim_.after(hooks_.compute_time(t, g.plan->ops_of(t)), done, EventPriority::kCompletion);
   } else {
-    net_.start_flow(hooks_.route(t.src, t.dst), t.bytes, done);
+    net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale, done, t.hop);
   }
 }
 
@@ -322,10 +322,10 @@ void PlanExecutor::start_transfer(std::uint32_t slot, TaskId id) {
   Graph& g = graphs_[slot];
   const Task& t = g.plan->task(id);
   g.timing[id - g.base].start = sim_.now();
-  net_.start_flow(hooks_.route(t.src, t.dst), t.bytes, [this, slot, id] {
+  net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale, [this, slot, id] {
     finish(slot, id);
     settle(slot);
-  });
+  }, t.hop);
 }
 
 void PlanExecutor::finish(std::uint32_t slot, TaskId id) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <stdexcept>
 
 namespace moesim {
@@ -109,6 +110,15 @@ TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op> ops, 
   t.ops_count = static_cast<std::uint32_t>(ops.size());
   for (auto& op : ops) ops_.push_back(std::move(op));
   return add(t, deps);
+}
+
+void TaskGraph::price_transfer(TaskId id, double wire_scale, HopLatency hop) {
+  Task& t = tasks_[id];
+  if (t.kind != TaskKind::kTransfer) throw std::logic_error("price_transfer: task is not a transfer");
+  if (!(wire_scale > 0.0) || !std::isfinite(wire_scale))
+    throw std::logic_error("price_transfer: wire scale must be positive and finite");
+  t.wire_scale = static_cast<float>(wire_scale);
+  t.hop = hop;
 }
 
 TaskId TaskGraph::transfer(int src_endpoint, int dst_endpoint, double bytes, Phase phase, int layer,

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "sim/hop_latency.hpp"
 #include "sim/paged_vector.hpp"
 #include "sim/tick.hpp"
 #include "sim/work.hpp"
@@ -44,6 +45,10 @@ struct Task {
   TaskKind kind = TaskKind::kJoin;
   Phase phase = Phase::kOther;
   CopyEngine engine = CopyEngine::kNone;
+  HopLatency hop = HopLatency::kPaid;  ///< kTransfer: kInLaunch when a delay before it paid the hops
+  /// kTransfer: the flow carries bytes × wire_scale at line rate (a protocol's efficiency and the
+  /// link rate NCCL achieves, or a measured efficiency); `bytes` stays the data, for statistics.
+  float wire_scale = 1.0f;
   std::int32_t layer = -1;  ///< model layer, -1 if none
   std::int32_t gpu = -1;    ///< compute: the GPU; transfer: GPU whose engine/stats it uses
   // kCompute: ops [ops_begin, ops_begin + ops_count) of TaskGraph::ops()
@@ -103,6 +108,10 @@ class TaskGraph {
   TaskId transfer(int src_endpoint, int dst_endpoint, double bytes, Phase phase, int layer,
                   Deps deps = {}, int stats_gpu = -1, CopyEngine engine = CopyEngine::kNone);
   TaskId delay(Tick duration, Phase phase, int layer, Deps deps = {}, int gpu = -1);
+  /// Prices transfer `id` as a collective's flow: it carries its bytes × `wire_scale` at line rate,
+  /// and with `hop` kInLaunch starts without its route's hop latencies (NCCL-priced collectives pay
+  /// NCCL's latency, hops included, in the delay before them).
+  void price_transfer(TaskId id, double wire_scale, HopLatency hop);
   TaskId join(Deps deps, Phase phase = Phase::kOther, int layer = -1);
   /// `task` may not start before `before` has finished.
   void depend(TaskId task, TaskId before);

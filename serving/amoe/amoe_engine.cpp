@@ -4,7 +4,7 @@
 //    Table 1); decode tokens are one per request per iteration.
 //  - An execution drains its queue in arrival order up to max_batch_tokens (whole items).
 //  - The dispatcher sends one message per destination GPU per execution, priced as a flow over
-//    the real topology after NCCL's per-call launch cost (the cluster's collective_launch_us).
+//    the real topology after NCCL's per-call latency (price_p2p: NCCL's send, or collective_launch_us).
 //  - Requests reserve KV blocks for prompt + output on admission (no preemption); the load
 //    balancer picks the attention GPU with the most free blocks (§3.1) and a request that fits
 //    nowhere waits, oldest first.
@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/rng.hpp"
+#include "hardware/collectives.hpp"
 #include "models/operators.hpp"
 #include "serving/amoe/micro_batches.hpp"
 #include "serving/kv_cache.hpp"
@@ -240,14 +241,15 @@ void AmoeEngine::run() {
         deliver();
         return;
       }
-      const Tick launch = us_to_ticks(s.cluster.spec().collective_launch_us);
+      // Priced as one NCCL send (price_p2p): its protocol's latency, then a flow at NCCL's link rate.
+      const P2pPricing p = price_p2p(s.cluster, src, dst, bytes);
       if (bytes <= 0.0) {
-        s.sim.after(launch, std::move(deliver));
+        s.sim.after(p.launch, std::move(deliver));
         return;
       }
-      s.sim.after(launch, [this, src, dst, bytes, deliver = std::move(deliver)]() mutable {
-        s.net->start_flow(s.cluster.route(s.cluster.gpu_endpoint(src), s.cluster.gpu_endpoint(dst)), bytes,
-                          std::move(deliver));
+      s.sim.after(p.launch, [this, src, dst, wire = bytes * p.wire_scale, hop = p.hop, deliver = std::move(deliver)]() mutable {
+        s.net->start_flow(s.cluster.route(s.cluster.gpu_endpoint(src), s.cluster.gpu_endpoint(dst)), wire,
+                          std::move(deliver), hop);
       });
     }
     // Dispatcher after attention (§3.2): dense blocks continue locally; MoE blocks route every

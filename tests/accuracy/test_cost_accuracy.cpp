@@ -4,6 +4,7 @@
 // breaks the models. The README records the printed figures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -87,51 +88,100 @@ TEST(CostAccuracy, GemmAgainstA100Kernels) {
   EXPECT_GT(mlp.n, 1000);
 }
 
-TEST(CostAccuracy, NcclAgainstDgxA100) {
-  const Cluster dgx(cluster_presets().get("dgx-a100").value);
-  const Cluster two(cluster_presets().get("2x-dgx-a100").value);
-  ErrorStats ar_intra, ar_inter, sr_intra, sr_inter, ar_big;
-  for (const auto& r : read_csv("nccl_all_reduce_a100_dgx.csv")) {
-    const int n = std::stoi(r[0]), per_node = std::stoi(r[1]);
-    const double bytes = std::stod(r[2]), measured = std::stod(r[3]) * 1e-3;
-    if (n == per_node) {
-      const double t = ticks_to_seconds(collective_time(dgx, CollectiveKind::kAllReduce, n, bytes));
-      ar_intra.add(t, measured);
-      if (bytes >= 8e6) ar_big.add(t, measured);
-    } else if (n == 16 && per_node == 8) {
-      ar_inter.add(ticks_to_seconds(collective_time(two, CollectiveKind::kAllReduce, 16, bytes)), measured);
+ClusterSpec with_model(const char* preset, const char* collective_model) {
+  ClusterSpec s = cluster_presets().get(preset).value;
+  s.collective_model = collective_model;
+  return s;
+}
+
+/// The vidur DGX A100 classes priced by one pair of clusters (one node, two nodes).
+struct NcclClasses {
+  ErrorStats ar_intra, ar_big, ar_inter, sr_intra, sr_inter;
+  NcclClasses(const Cluster& dgx, const Cluster& two) {
+    for (const auto& r : read_csv("nccl_all_reduce_a100_dgx.csv")) {
+      const int n = std::stoi(r[0]), per_node = std::stoi(r[1]);
+      const double bytes = std::stod(r[2]), measured = std::stod(r[3]) * 1e-3;
+      if (n == per_node) {
+        const double t = ticks_to_seconds(collective_time(dgx, CollectiveKind::kAllReduce, n, bytes));
+        ar_intra.add(t, measured);
+        if (bytes >= 8e6) ar_big.add(t, measured);
+      } else if (n == 16 && per_node == 8) {
+        ar_inter.add(ticks_to_seconds(collective_time(two, CollectiveKind::kAllReduce, 16, bytes)), measured);
+      }
+    }
+    for (const auto& r : read_csv("nccl_send_recv_a100_dgx.csv")) {
+      const int n = std::stoi(r[0]), per_node = std::stoi(r[1]);
+      const double bytes = std::stod(r[2]), measured = std::stod(r[3]) * 1e-3;
+      if (n != 2) continue;
+      if (per_node == 2) sr_intra.add(ticks_to_seconds(collective_time(dgx, CollectiveKind::kSendRecv, 2, bytes)), measured);
+      // GPU 0 to GPU 8: the first GPU of the second node.
+      else sr_inter.add(ticks_to_seconds(collective_time(two, CollectiveKind::kSendRecv, 9, bytes)), measured);
     }
   }
-  for (const auto& r : read_csv("nccl_send_recv_a100_dgx.csv")) {
-    const int n = std::stoi(r[0]), per_node = std::stoi(r[1]);
-    const double bytes = std::stod(r[2]), measured = std::stod(r[3]) * 1e-3;
-    if (n != 2) continue;
-    if (per_node == 2) sr_intra.add(ticks_to_seconds(collective_time(dgx, CollectiveKind::kSendRecv, 2, bytes)), measured);
-    // GPU 0 to GPU 8: the first GPU of the second node.
-    else sr_inter.add(ticks_to_seconds(collective_time(two, CollectiveKind::kSendRecv, 9, bytes)), measured);
-  }
-  // Targets of issue 16: <= 15% within a node, <= 20% across nodes. Bounds: today's values
-  // (51.1%, 49.3%, 41.7%, 15.9%, 67.3%), rounded up; none is met yet (README: why).
-  ar_intra.check("all-reduce intra-node (2/4/8 GPUs), 2KB-64MB", 15.0, 52.0);
-  ar_big.check("all-reduce intra-node, >= 8 MB", 15.0, 50.0);
-  ar_inter.check("all-reduce 2 nodes x 8 GPUs", 20.0, 42.0);
-  sr_intra.check("send/recv intra-node", 15.0, 16.5);
-  sr_inter.check("send/recv inter-node", 20.0, 68.0);
-  EXPECT_GT(ar_intra.n, 100);
+};
+
+// The bandwidth the measured inter-node send/recv reaches: its largest message over its time less
+// NCCL's Simple send latency (8.4 + 14 us), the median over that size's rows.
+double achieved_inter_node_GBps() {
+  double largest = 0.0;
+  std::vector<double> rates;
+  for (const auto& r : read_csv("nccl_send_recv_a100_dgx.csv"))
+    if (std::stoi(r[0]) == 2 && std::stoi(r[1]) == 1) largest = std::max(largest, std::stod(r[2]));
+  for (const auto& r : read_csv("nccl_send_recv_a100_dgx.csv"))
+    if (std::stoi(r[0]) == 2 && std::stoi(r[1]) == 1 && std::stod(r[2]) == largest)
+      rates.push_back(largest / (std::stod(r[3]) * 1e-3 - 22.4e-6) / 1e9);
+  std::sort(rates.begin(), rates.end());
+  return rates.empty() ? 0.0 : rates[rates.size() / 2];
+}
+
+TEST(CostAccuracy, NcclAgainstDgxA100) {
+  // Before (collective_model line-rate: rings at nominal link rates after a fixed 7 us launch) and
+  // now (nccl: NCCL 2.19's algorithm/protocol choice, latencies and link rates), same rows.
+  const NcclClasses old(Cluster(with_model("dgx-a100", "line-rate")), Cluster(with_model("2x-dgx-a100", "line-rate")));
+  old.ar_intra.print("[line-rate] all-reduce intra-node (2/4/8 GPUs)");
+  old.ar_big.print("[line-rate] all-reduce intra-node, >= 8 MB");
+  old.ar_inter.print("[line-rate] all-reduce 2 nodes x 8 GPUs");
+  old.sr_intra.print("[line-rate] send/recv intra-node");
+  old.sr_inter.print("[line-rate] send/recv inter-node");
+  const NcclClasses now(Cluster(with_model("dgx-a100", "nccl")), Cluster(with_model("2x-dgx-a100", "nccl")));
+  // Targets of issue 16: <= 15% within a node, <= 20% across nodes. Bounds: the target where met,
+  // else today's value rounded up (35.5, 32.7, 87.8, 64.8, 79.6; README: why they are not met).
+  now.ar_intra.check("[nccl] all-reduce intra-node (2/4/8 GPUs), 2KB-64MB", 15.0, 36.0);
+  now.ar_big.check("[nccl] all-reduce intra-node, >= 8 MB", 15.0, 33.0);
+  now.sr_intra.check("[nccl] send/recv intra-node", 15.0, 15.0);
+  now.ar_inter.check("[nccl] all-reduce 2 nodes x 8 GPUs (8x HDR datasheet)", 20.0, 88.0);
+  now.sr_inter.check("[nccl] send/recv inter-node (8x HDR datasheet)", 20.0, 65.0);
+  // The measured cluster's network is far slower than 8 HDR NICs with GPUDirect (24 GB/s each):
+  // the same preset with its NICs at the rate the inter-node send/recv achieves. That rate comes
+  // from those rows, so the send/recv class is not a prediction here; the all-reduce class is.
+  const double achieved = achieved_inter_node_GBps();
+  std::printf("accuracy achieved inter-node bandwidth (send/recv, largest size): %.2f GB/s\n", achieved);
+  EXPECT_GT(achieved, 1.0);
+  ClusterSpec slow = with_model("2x-dgx-a100", "nccl");
+  slow.nic_bandwidth_Gbps = achieved * 8.0;
+  const NcclClasses measured_net(Cluster(with_model("dgx-a100", "nccl")), Cluster(slow));
+  measured_net.ar_inter.check("[nccl] all-reduce 2x8, NICs at achieved rate", 20.0, 80.0);
+  measured_net.sr_inter.check("[nccl] send/recv inter, NICs at achieved rate", 20.0, 20.0);
+  EXPECT_GT(now.ar_intra.n, 100);
 }
 
 TEST(CostAccuracy, AllReduceOn4xA100NvLink) {
-  const Cluster c(cluster_presets().get("hgx-a100-4gpu-nvlink").value);
-  ErrorStats all, big;
+  ErrorStats all, big, old_all, old_big;
+  const Cluster c(with_model("hgx-a100-4gpu-nvlink", "nccl"));
+  const Cluster line(with_model("hgx-a100-4gpu-nvlink", "line-rate"));
   for (const auto& r : read_csv("all_reduce_4xa100_nvlink3.csv")) {
     const double bytes = std::stod(r[0]), measured = std::stod(r[1]) * 1e-6;
     const double t = ticks_to_seconds(collective_time(c, CollectiveKind::kAllReduce, 4, bytes));
+    const double t_old = ticks_to_seconds(collective_time(line, CollectiveKind::kAllReduce, 4, bytes));
     all.add(t, measured);
-    if (bytes >= 1e6) big.add(t, measured);
+    old_all.add(t_old, measured);
+    if (bytes >= 1e6) big.add(t, measured), old_big.add(t_old, measured);
   }
-  // Target of issue 16: <= 15%. Bounds: today's 33.0% and 37.5%, rounded up.
-  all.check("all-reduce 4x A100 NVLink3, 8B-16GB", 15.0, 34.0);
-  big.check("all-reduce 4x A100 NVLink3, >= 1 MB", 15.0, 38.0);
+  old_all.print("[line-rate] all-reduce 4x A100 NVLink3, 8B-16GB");
+  old_big.print("[line-rate] all-reduce 4x A100 NVLink3, >= 1 MB");
+  // Target of issue 16: <= 15%. Bounds: today's 25.7% and 18.0%, rounded up.
+  all.check("[nccl] all-reduce 4x A100 NVLink3, 8B-16GB", 15.0, 26.0);
+  big.check("[nccl] all-reduce 4x A100 NVLink3, >= 1 MB", 15.0, 18.5);
 }
 
 }  // namespace moesim

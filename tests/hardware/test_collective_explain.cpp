@@ -13,9 +13,14 @@ namespace moesim {
 namespace {
 
 Cluster preset(const char* name) { return Cluster(cluster_presets().get(name).value); }
+Cluster line_rate(const char* name) {
+  ClusterSpec s = cluster_presets().get(name).value;
+  s.collective_model = "line-rate";
+  return Cluster(s);
+}
 
 TEST(CollectiveExplain, RingAllReduceOnNvSwitchIsBoundByTheGpuUplink) {
-  const Cluster c = preset("dgx-a100");
+  const Cluster c = line_rate("dgx-a100");
   for (const double bytes : {1024.0, 64.0 * 1024 * 1024}) {
     const CollectiveExplanation e = explain_collective(c, CollectiveKind::kAllReduce, 8, bytes);
     EXPECT_EQ(e.algorithm, "ring");
@@ -34,7 +39,7 @@ TEST(CollectiveExplain, RingAllReduceOnNvSwitchIsBoundByTheGpuUplink) {
 }
 
 TEST(CollectiveExplain, CrossNodeTrafficIsBoundByTheNic) {
-  const Cluster c = preset("2x-dgx-a100");
+  const Cluster c = line_rate("2x-dgx-a100");
   const CollectiveExplanation sr = explain_collective(c, CollectiveKind::kSendRecv, 16, 1e6);
   EXPECT_EQ(sr.algorithm, "point-to-point");
   EXPECT_EQ(sr.bottleneck_class, "network");
@@ -45,6 +50,31 @@ TEST(CollectiveExplain, CrossNodeTrafficIsBoundByTheNic) {
   EXPECT_EQ(a2a.bottleneck_class, "network");
   EXPECT_TRUE(a2a.channels.empty());
   EXPECT_NEAR(a2a.simulated_us, a2a.estimate_us, 1e-3 * a2a.estimate_us);
+}
+
+// Under the default nccl model the explanation is NCCL's choice, and its estimate is NCCL's
+// formula, which the simulation reproduces on an idle cluster.
+TEST(CollectiveExplain, NcclModelNamesTheChoiceAndEveryCandidate) {
+  const Cluster c = preset("dgx-a100");
+  const CollectiveExplanation e = explain_collective(c, CollectiveKind::kAllReduce, 8, 64e6);
+  EXPECT_EQ(e.model, "nccl");
+  EXPECT_EQ(e.algorithm, "ring");
+  EXPECT_EQ(e.protocol, "Simple");
+  EXPECT_EQ(e.candidates.size(), 9u);  // 3 algorithms x 3 protocols, NVLS off on Ampere
+  EXPECT_EQ(e.topology.ring_channels, 12);
+  EXPECT_DOUBLE_EQ(e.topology.ring_bw_GBps, 20.0);
+  EXPECT_DOUBLE_EQ(e.bus_GBps, 240.0);
+  EXPECT_DOUBLE_EQ(e.launch_us, 8.4 + 14 * 3.4);  // ring Simple: base + 2(n-1) NVLink steps
+  EXPECT_DOUBLE_EQ(e.hop_latency_us, 0.0);
+  EXPECT_NEAR(e.efficiency, 240.0 / 300.0, 1e-9);  // NCCL's 20 GB/s per 25 GB/s NVLink link
+  EXPECT_EQ(e.bottleneck_class, "nvlink");
+  EXPECT_NEAR(e.estimate_us, 8.4 + 14 * 3.4 + 64e6 / (1000.0 * 240.0 * 8 / 14), 1e-9);
+  EXPECT_NEAR(e.simulated_us, e.estimate_us, 1e-5 * e.estimate_us);
+  const CollectiveExplanation sr = explain_collective(preset("2x-dgx-a100"), CollectiveKind::kSendRecv, 16, 1e6);
+  EXPECT_EQ(sr.protocol, "Simple");
+  EXPECT_DOUBLE_EQ(sr.alg_GBps, 24.0);  // HDR NIC behind PCIe gen4: NCCL's 24 GB/s step
+  EXPECT_NEAR(sr.efficiency, 24.0 / 25.0, 1e-9);
+  EXPECT_NEAR(sr.simulated_us, sr.estimate_us, 1e-5 * sr.estimate_us);
 }
 
 TEST(CollectiveExplain, ACalibratedEfficiencyScalesTheWireBytes) {
@@ -87,9 +117,10 @@ TEST(CostExplainCli, PrintsTheAlgorithmBottleneckAndEstimate) {
   auto r = testing_support::run_cli_captured({"cost", "allreduce", "--hardware", "dgx-a100", "--gpus", "8", "--bytes", "1024",
                                               "--explain"});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s : {"algorithm   ring, 14 steps of 128 bytes per GPU, over 1 channel",
-                        "protocol    one protocol at line rate (no LL/LL128/Simple choice is modelled)",
-                        "bottleneck  n0.gpu0->n0.nvswitch (nvlink, 300 GB/s)", "launch      7 us", "simulated 26.606 us"})
+  for (const char* s : {"model       nccl", "algorithm   ring, 14 steps of 128 bytes per GPU, flows over 1 ring",
+                        "protocol    LL (NCCL 2.19's tuning", "channels    12 x 20 GB/s", "ring/LL: 15, 60,",
+                        "nvls/Simple: off", "bottleneck  n0.gpu0->n0.nvswitch (nvlink, 300 GB/s)",
+                        "launch      15 us (NCCL's latency, hops included)", "simulated 15.0299 us"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   r = testing_support::run_cli_captured({"cost", "gemm", "--gpu", "A100-SXM4-80GB", "--m", "1", "--n", "4096", "--k", "4096",
                                          "--explain", "--json"});

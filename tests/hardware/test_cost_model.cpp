@@ -69,8 +69,14 @@ TEST(ComputeCostModel, LaunchOverheadAndDtypeFallback) {
   EXPECT_EQ(v100.op_time(bf16), seconds_to_ticks(v100.kernel_seconds(bf16)) + us_to_ticks(v100.gpu().kernel_launch_us));
 }
 
+ClusterSpec line_rate(const char* preset) {
+  ClusterSpec s = cluster_presets().get(preset).value;
+  s.collective_model = "line-rate";
+  return s;
+}
+
 TEST(Collectives, SendRecvIsLaunchPlusLatencyPlusBytesOverBandwidth) {
-  const Cluster c(cluster_presets().get("dgx-a100").value);
+  const Cluster c(line_rate("dgx-a100"));
   const double bytes = 300e6;
   const Tick t = collective_time(c, CollectiveKind::kSendRecv, 2, bytes);
   const double expect = c.spec().collective_launch_us * 1e-6 + ticks_to_seconds(c.route_latency(0, 1)) +
@@ -79,7 +85,7 @@ TEST(Collectives, SendRecvIsLaunchPlusLatencyPlusBytesOverBandwidth) {
 }
 
 TEST(Collectives, RingAllReduceOnNvSwitch) {
-  const Cluster c(cluster_presets().get("dgx-a100").value);
+  const Cluster c(line_rate("dgx-a100"));
   const double bytes = 1e9;
   const int n = 8;
   const Tick t = collective_time(c, CollectiveKind::kAllReduce, n, bytes);

@@ -4,6 +4,7 @@
 // determinism; and deployments refused at the policy entry.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -12,6 +13,8 @@
 #include "app/serving_amoe.hpp"
 #include "app/serving_run.hpp"
 #include "core/diagnostics.hpp"
+#include "hardware/collectives.hpp"
+#include "hardware/nccl_tuning.hpp"
 #include "models/operators.hpp"
 #include "serving/amoe/amoe_engine.hpp"
 #include "serving/amoe/layer_scheduler.hpp"
@@ -86,9 +89,9 @@ TEST(AmoeLayerScheduler, MtfsFlfsAndDefragOnHandComputedQueues) {
 }
 
 // One request of one prompt token and one output token, alone: per block, a scheduling decision,
-// attention and router, the message to its expert's GPU (NCCL launch + route latency + bytes at
-// the route's bandwidth), a decision, the expert, and the message home. Top-1, so the token pool
-// waits for one output.
+// attention and router, the message to its expert's GPU (one NCCL send: LL's latency, 6.6 + 0.6 us
+// over NVLink, then the bytes at LL's rate), a decision, the expert, and the message home.
+// Top-1, so the token pool waits for one output.
 TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
   Scenario s = load_scenario_text(scenario(), "amoe.yaml", {"model.top_k=1"});
   const Cluster cluster(s.hardware);
@@ -110,7 +113,14 @@ TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
     latency += net->link(l).latency;
     bw = std::min(bw, net->link(l).bandwidth_Bps);
   }
-  const Tick message = us_to_ticks(s.hardware.collective_launch_us) + latency + seconds_to_ticks(token_bytes(s.model) / bw);
+  const P2pPricing p2p = price_p2p(cluster, 0, 2, token_bytes(s.model));
+  ASSERT_EQ(p2p.hop, HopLatency::kInLaunch);
+  EXPECT_EQ(p2p.launch, us_to_ticks(6.6 + 0.6));                                    // NCCL ring/LL base + NVLink hop
+  // LL moves half its lines' bytes as data: half the path's NCCL rate, at most llMaxBw (87.7 GB/s).
+  const double ll_GBps = std::min(0.5 * nccl_path_GBps(cluster, 0, 2), 87.7);
+  EXPECT_NEAR(token_bytes(s.model) * p2p.wire_scale / bw, token_bytes(s.model) / (ll_GBps * 1e9), 1e-15);
+  (void)latency;
+  const Tick message = p2p.launch + seconds_to_ticks(token_bytes(s.model) * p2p.wire_scale / bw);
   const Tick decide = us_to_ticks(d.config.schedule_us);
   Tick expected = 0;
   for (int b = 0; b < s.model.layers; ++b) {

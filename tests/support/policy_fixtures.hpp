@@ -22,7 +22,9 @@
 namespace moesim::testing_support {
 
 /// `nodes` nodes of `gpus_per_node` GPUs, every pair NVLinked at `pair_GBps`; zero latencies and
-/// launch costs so that closed-form answers hold.
+/// launch costs, and collectives at line rate (collective_model "line-rate"), so that closed-form
+/// answers about a policy's plan hold. NCCL's pricing has its own closed-form tests
+/// (tests/hardware/test_nccl_tuning.cpp).
 inline ClusterSpec full_mesh(int nodes, int gpus_per_node, double pair_GBps = 100.0) {
   ClusterSpec c = cluster_presets().get("hgx-a100-4gpu-nvlink").value;
   c.nodes = nodes;
@@ -32,6 +34,7 @@ inline ClusterSpec full_mesh(int nodes, int gpus_per_node, double pair_GBps = 10
   c.nvlink_bandwidth_GBps = pair_GBps;
   c.nvlink_latency_us = 0.0;
   c.collective_launch_us = 0.0;
+  c.collective_model = "line-rate";
   return c;
 }
 
