@@ -109,13 +109,10 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
         break;
       }
       e.channels = ring_channels(c, ids, kMaxRingChannels);
-      double total = 0.0;
-      for (const auto& ch : e.channels) total += ch.bottleneck_Bps;
-      // Each channel carries its bandwidth's share of every step (as the simulation splits it).
+      // Each channel carries its share of every step (as the simulation splits it).
       for (const auto& ch : e.channels)
         for (std::size_t i = 0; i < ch.order.size(); ++i)
-          loads.add(ch.order[i], ch.order[(i + 1) % ch.order.size()],
-                    e.step_bytes / e.efficiency * ch.bottleneck_Bps / total);
+          loads.add(ch.order[i], ch.order[(i + 1) % ch.order.size()], e.step_bytes / e.efficiency * ch.share);
       break;
     }
     case CollectiveKind::kAllToAll:

@@ -1,6 +1,7 @@
 #include "hardware/collectives.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -66,12 +67,52 @@ std::vector<int> ring_order(const Cluster& cluster, const std::vector<int>& gpus
   return ring;
 }
 
+namespace {
+
+// Shares that minimise the busiest link's time per step (max over links of Σ shares of the rings
+// crossing it / its bandwidth): multiplicative updates, from shares proportional to each ring's
+// bottleneck, that move data off rings whose busiest link is above the worst link's average.
+void balance_shares(const Cluster& cluster, std::vector<RingChannel>& rings) {
+  if (rings.empty()) return;
+  std::vector<std::vector<LinkId>> links(rings.size());
+  std::vector<LinkId> path;
+  for (std::size_t r = 0; r < rings.size(); ++r) {
+    const auto& o = rings[r].order;
+    for (std::size_t i = 0; i < o.size(); ++i) {
+      cluster.route_into(cluster.gpu_endpoint(o[i]), cluster.gpu_endpoint(o[(i + 1) % o.size()]), path);
+      links[r].insert(links[r].end(), path.begin(), path.end());
+    }
+  }
+  double total = 0.0;
+  for (const auto& ch : rings) total += ch.bottleneck_Bps;
+  for (auto& ch : rings) ch.share = total > 0 ? ch.bottleneck_Bps / total : 1.0 / static_cast<double>(rings.size());
+  if (rings.size() == 1) return;
+  std::map<LinkId, double> load;
+  for (int iter = 0; iter < 200; ++iter) {
+    load.clear();
+    for (std::size_t r = 0; r < rings.size(); ++r)
+      for (LinkId l : links[r]) load[l] += rings[r].share / cluster.links()[l].bandwidth_Bps;
+    double worst = 0.0;
+    for (const auto& [l, v] : load) worst = std::max(worst, v);
+    double sum = 0.0;
+    for (std::size_t r = 0; r < rings.size(); ++r) {
+      double mine = 0.0;
+      for (LinkId l : links[r]) mine = std::max(mine, load[l]);
+      rings[r].share *= std::sqrt(worst / mine);
+      sum += rings[r].share;
+    }
+    for (auto& ch : rings) ch.share /= sum;
+  }
+}
+
+}  // namespace
+
 std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector<int>& gpus, int max_rings) {
   const std::size_t n = gpus.size();
   auto bw = [&](int a, int b) {
     return cluster.route_bandwidth_Bps(cluster.gpu_endpoint(a), cluster.gpu_endpoint(b));
   };
-  if (n < 3) return {RingChannel{gpus, n == 2 ? bw(gpus[0], gpus[1]) : 0.0}};
+  if (n < 3) return {RingChannel{gpus, n == 2 ? bw(gpus[0], gpus[1]) : 0.0, 1.0}};
   std::map<LinkId, int> use;  // rings already crossing each directed link
   std::vector<LinkId> path;    // reused: routes are composed on demand
   auto route_use = [&](int a, int b) {
@@ -115,6 +156,7 @@ std::vector<RingChannel> ring_channels(const Cluster& cluster, const std::vector
     }
     rings.push_back(std::move(ch));
   }
+  balance_shares(cluster, rings);
   return rings;
 }
 
@@ -189,12 +231,9 @@ NcclFit fit_to_nccl(const NcclCandidate& k, double buffer_bytes, double line_sec
 // bytes × `scale` at line rate.
 TaskId ring_flows(TaskGraph& g, const Cluster& c, const std::vector<RingChannel>& rings, int steps, double chunk,
                   double scale, TaskId start, Phase phase, int layer, HopLatency hop) {
-  double total_bw = 0.0;
-  for (const auto& ch : rings) total_bw += ch.bottleneck_Bps;
   std::vector<TaskId> ends;
   for (const auto& ch : rings) {
-    // Each channel carries a share of the data in proportion to its bottleneck bandwidth.
-    const double share = chunk * ch.bottleneck_Bps / total_bw;
+    const double share = chunk * ch.share;
     const std::vector<int>& ring = ch.order;
     const std::size_t n = ring.size();
     std::vector<TaskId> prev(n, start), cur(n);
@@ -268,11 +307,9 @@ TaskId add_nccl_collective(TaskGraph& g, const Cluster& c, CollectiveKind kind, 
   }
   // Ring (and NVLS, whose switch-side reduction we place on the ring's links).
   const auto rings = ring_channels(c, gpus, kMaxRingChannels);
-  double total_bw = 0.0;
-  for (const auto& ch : rings) total_bw += ch.bottleneck_Bps;
   for (const auto& ch : rings)
     for (std::size_t i = 0; i < ch.order.size(); ++i)
-      load.add(ch.order[i], ch.order[(i + 1) % ch.order.size()], chunk * ch.bottleneck_Bps / total_bw);
+      load.add(ch.order[i], ch.order[(i + 1) % ch.order.size()], chunk * ch.share);
   const NcclFit fit = fit_to_nccl(choice.best, buffer_bytes, steps * load.seconds());
   const TaskId start = g.delay(fit.launch, phase, layer, deps);
   return ring_flows(g, c, rings, steps, chunk, fit.scale, start, phase, layer, HopLatency::kInLaunch);

@@ -3,6 +3,7 @@
 // model reproducing NCCL's time on an idle cluster.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <tuple>
 
 #include "hardware/collectives.hpp"
@@ -132,15 +133,20 @@ TEST(NcclP2p, LlUpTo16KiBThenSimple) {
 }
 
 // The flows reproduce NCCL's latency + bytes / bandwidth on an idle cluster, whatever it picked.
+// Exactly where the ring channels load their links evenly; on the DGX-1's hybrid cube-mesh, whose
+// channels relay through GPUs and share links unevenly, max-min sharing lets the channels drift
+// apart and the flows run up to 3% longer than the formula.
 TEST(NcclFlows, IdleTimeIsNcclsFormula) {
   for (const char* name : {"dgx-a100", "2x-dgx-a100", "hgx-a100-4gpu-nvlink", "dgx-h100", "dgx1-v100", "a100-4gpu-pcie"}) {
     const Cluster c = preset(name);
+    const double tolerance = std::string(name) == "dgx1-v100" ? 0.03 : 1e-5;
     for (const double bytes : {1e3, 1e5, 3e6, 64e6, 1e9}) {
       for (const auto kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather}) {
         const int n = c.num_gpus();
         const NcclChoice ch = nccl_choose(c, kind, first(n), bytes);
         const double sim = ticks_to_us(collective_time(c, kind, n, bytes));
-        EXPECT_NEAR(sim, ch.best.time_us, 1e-5 * ch.best.time_us + 1e-5)
+        EXPECT_GE(sim, ch.best.time_us * (1 - 1e-5) - 1e-5);
+        EXPECT_NEAR(sim, ch.best.time_us, tolerance * ch.best.time_us + 1e-5)
             << name << " " << collective_name(kind) << " " << bytes << " " << nccl_algo_name(ch.best.algo);
       }
       const NcclCandidate p = nccl_p2p(c, 0, c.num_gpus() - 1, bytes);
