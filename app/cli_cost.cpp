@@ -33,7 +33,7 @@ nlohmann::json explain_gemm(const ComputeCostModel& model, const Op& op) {
     e["bound"] = "measured (the curve is the whole kernel time)";
     return e;
   }
-  const GemmEfficiencyParts p = model.gemm_efficiency_parts(op.m, op.n, op.k);
+  const GemmEfficiencyParts p = model.gemm_efficiency_parts(op.m, op.n, op.k, 1, op.dtype);
   const double compute_s = op.flops / (peak * p.efficiency);
   e["source"] = "default";
   e["efficiency"] = p.efficiency;
@@ -43,6 +43,12 @@ nlohmann::json explain_gemm(const ComputeCostModel& model, const Op& op) {
   e["tile_use_m"] = p.use_m;
   e["tile_use_n"] = p.use_n;
   e["k_loop"] = p.k_loop;
+  e["tile_k"] = p.tile_k;
+  e["tiles"] = p.tiles;
+  e["split_k"] = p.split_k;
+  e["waves"] = p.waves;
+  e["wave_use"] = p.wave_use;
+  e["sm_count"] = g.sm_count;
   e["compute_us"] = compute_s * 1e6;
   e["bound"] = compute_s >= memory_s ? "compute" : "memory";
   return e;
@@ -57,7 +63,12 @@ void print_gemm_explanation(const nlohmann::json& e) {
     std::cout << "  efficiency  " << e["efficiency"].get<double>() << " = " << e["gemm_peak"].get<double>() << " peak x "
               << e["tile_use_m"].get<double>() << " (m in " << e["tile_m"] << "-row tiles) x "
               << e["tile_use_n"].get<double>() << " (n in " << e["tile_n"] << "-column tiles) x "
-              << e["k_loop"].get<double>() << " (k loop)\n";
+              << e["k_loop"].get<double>() << " (k loop, " << e["tile_k"] << "-deep k tiles) x "
+              << e["wave_use"].get<double>() << " (waves)\n"
+              << "  waves       " << e["tiles"] << " tiles";
+    if (e["split_k"].get<int>() > 1) std::cout << " split " << e["split_k"] << " ways over k";
+    std::cout << " on " << e["sm_count"] << " SMs: " << e["waves"] << (e["waves"].get<long long>() == 1 ? " wave" : " waves")
+              << ", " << e["wave_use"].get<double>() << " of the SMs busy\n";
   }
   std::cout << "  compute     " << e["compute_us"].get<double>() << " us\n"
             << "  memory      " << e["memory_us"].get<double>() << " us (" << e["bytes"].get<double>() << " bytes at "

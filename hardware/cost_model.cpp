@@ -21,14 +21,50 @@ ComputeCostModel ComputeCostModel::for_cluster(const ClusterSpec& spec) {
   return ComputeCostModel(spec.gpu, eff, spec.calibration);
 }
 
-double ComputeCostModel::gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt) const {
+double ComputeCostModel::gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt,
+                                              std::int64_t batch) const {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (calibration_) {
     // A measured curve already contains the memory-bound regime: it is the whole kernel time.
     if (const EfficiencyCurve* c = calibration_->gemm_curve(dt, n, k))
-      return flops / (peak(dt) * c->at(static_cast<double>(m)));
+      return static_cast<double>(batch) * flops / (peak(dt) * c->at(static_cast<double>(m)));
   }
-  return flops / (peak(dt) * gemm_efficiency(m, n, k));
+  return static_cast<double>(batch) * flops / (peak(dt) * gemm_efficiency_parts(m, n, k, batch, dt).efficiency);
+}
+
+namespace {
+
+// The k depth of one main-loop iteration: 64 bytes of k per row for tensor-core tiles (CUTLASS's
+// sm80 defaults: 32 halves, 64 fp8 elements on sm89/sm90), 8 for fp32 SIMT (CUTLASS's default
+// 128x128x8 threadblock).
+std::int64_t tile_k_of(DType dt) {
+  switch (dt) {
+    case DType::kFp32: return 8;
+    case DType::kFp8: return 64;
+    default: return 32;
+  }
+}
+
+}  // namespace
+
+void ComputeCostModel::quantise_waves(std::int64_t tiles, std::int64_t k, GemmEfficiencyParts& p) const {
+  p.tiles = tiles;
+  p.split_k = 1;
+  const std::int64_t slots = gpu_.sm_count;
+  if (!eff_.gemm_waves || slots <= 0 || tiles <= 0) {
+    p.waves = tiles > 0 ? 1 : 0;
+    p.wave_use = 1.0;
+    return;
+  }
+  // Fewer tiles than SMs: cuBLAS splits k so that idle SMs share the tiles (split-K), keeping at
+  // least four main-loop iterations per slice.
+  if (tiles < slots) {
+    const std::int64_t by_k = std::max<std::int64_t>(1, k / (4 * std::max<std::int64_t>(1, p.tile_k)));
+    p.split_k = static_cast<int>(std::min<std::int64_t>({slots / tiles, by_k, 64}));
+  }
+  const std::int64_t units = tiles * p.split_k;
+  p.waves = (units + slots - 1) / slots;
+  p.wave_use = static_cast<double>(units) / static_cast<double>(p.waves * slots);
 }
 
 double ComputeCostModel::flops_only_seconds(const Op& op) const {
@@ -53,7 +89,8 @@ double ComputeCostModel::gemm_efficiency(std::int64_t m, std::int64_t n, std::in
   return gemm_efficiency_parts(m, n, k).efficiency;
 }
 
-GemmEfficiencyParts ComputeCostModel::gemm_efficiency_parts(std::int64_t m, std::int64_t n, std::int64_t k) const {
+GemmEfficiencyParts ComputeCostModel::gemm_efficiency_parts(std::int64_t m, std::int64_t n, std::int64_t k,
+                                                            std::int64_t batch, DType dt) const {
   GemmEfficiencyParts p;
   if (m <= 0 || n <= 0 || k <= 0) {
     p.efficiency = eff_.gemm_peak;
@@ -72,11 +109,15 @@ GemmEfficiencyParts ComputeCostModel::gemm_efficiency_parts(std::int64_t m, std:
   };
   p.tile_m = tile_for(m);
   p.tile_n = tile_for(n);
+  p.tile_k = tile_k_of(dt);
   p.use_m = use(m, p.tile_m);
   p.use_n = use(n, p.tile_n);
+  // The main loop's prologue and epilogue cost about two k tiles: η_c halves at k = 2 tile_k.
   const double kd = static_cast<double>(k);
-  p.k_loop = std::min(1.0, kd / (kd + eff_.gemm_k_half) * 1.5);
-  p.efficiency = eff_.gemm_peak * p.use_m * p.use_n * p.k_loop;
+  p.k_loop = std::min(1.0, kd / (kd + 2.0 * static_cast<double>(p.tile_k)) * 1.5);
+  quantise_waves((m + p.tile_m - 1) / p.tile_m * ((n + p.tile_n - 1) / p.tile_n) * std::max<std::int64_t>(1, batch), k,
+                 p);
+  p.efficiency = eff_.gemm_peak * p.use_m * p.use_n * p.k_loop * p.wave_use;
   return p;
 }
 
@@ -88,16 +129,33 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm: {
       const bool measured = calibration_ && calibration_->gemm_curve(op.dtype, op.n, op.k);
-      compute_s = static_cast<double>(op.batch) * gemm_compute_seconds(op.m, op.n, op.k, op.dtype);
+      // A batched GEMM is one launch: its batches' tiles share the waves.
+      compute_s = gemm_compute_seconds(op.m, op.n, op.k, op.dtype, std::max<std::int64_t>(1, op.batch));
       if (measured) return compute_s;
       break;
     }
     case OpKind::kGroupedGemm: {
-      // One kernel over all groups: each group's tiles are quantised on its own.
+      // One kernel over all groups (an expert FFN's grouped GEMM): each group's rows are padded to
+      // its own tiles, and all groups' tiles share the waves over the SMs.
       const bool measured = calibration_ && calibration_->gemm_curve(op.dtype, op.n, op.k);
-      for (auto m : op.group_m)
-        if (m > 0) compute_s += gemm_compute_seconds(m, op.n, op.k, op.dtype);
-      if (measured) return compute_s;
+      if (measured) {
+        for (auto m : op.group_m)
+          if (m > 0) compute_s += gemm_compute_seconds(m, op.n, op.k, op.dtype, 1);
+        return compute_s;
+      }
+      std::int64_t tiles = 0;
+      double padded_seconds = 0.0;  // the groups at tile, k-loop and peak efficiency, no waves
+      for (auto m : op.group_m) {
+        if (m <= 0) continue;
+        GemmEfficiencyParts g = gemm_efficiency_parts(m, op.n, op.k, 1, op.dtype);
+        tiles += g.tiles;
+        padded_seconds += 2.0 * static_cast<double>(m) * static_cast<double>(op.n) * static_cast<double>(op.k) /
+                          (peak(op.dtype) * eff_.gemm_peak * g.use_m * g.use_n * g.k_loop);
+      }
+      GemmEfficiencyParts all;
+      all.tile_k = tile_k_of(op.dtype);
+      quantise_waves(tiles, op.k, all);
+      compute_s = padded_seconds / all.wave_use;
       break;
     }
     case OpKind::kAttention:

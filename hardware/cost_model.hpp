@@ -18,7 +18,7 @@ namespace moesim {
 struct ComputeEfficiency {
   double gemm_peak = 0.80;       ///< η_c of a large, tile-aligned GEMM (cuBLAS reaches ~75-85%)
   std::int64_t gemm_tile = 128;  ///< output tile edge: partial tiles waste their unused rows/cols
-  double gemm_k_half = 64.0;     ///< k at which the main loop's fixed cost halves η_c
+  bool gemm_waves = true;        ///< quantise tiles into waves over the SMs (sm_count > 0)
   double attention = 0.55;       ///< η_c of fused (flash) attention in prefill
   double memory = 0.85;          ///< η_m: achievable fraction of HBM bandwidth
   double elementwise_flops = 0.25;
@@ -27,11 +27,16 @@ struct ComputeEfficiency {
   bool flops_only = false;
 };
 
-/// The factors of a GEMM's default compute efficiency η_c = peak · use_m · use_n · k_loop.
+/// The factors of a GEMM's default compute efficiency η_c = peak · use_m · use_n · k_loop · wave_use.
 struct GemmEfficiencyParts {
   std::int64_t tile_m = 0, tile_n = 0;  ///< output tile edges chosen for m and n
+  std::int64_t tile_k = 0;              ///< k depth of one main-loop iteration (dtype: 64 bytes of k)
   double use_m = 1.0, use_n = 1.0;      ///< useful fraction of the padded tiles
-  double k_loop = 1.0;                  ///< main-loop fixed cost factor, min(1, 1.5 k / (k + k_half))
+  double k_loop = 1.0;                  ///< main-loop fixed cost factor, min(1, 1.5 k / (k + 2 tile_k))
+  std::int64_t tiles = 0;               ///< output tiles of the whole launch (all batches or groups)
+  int split_k = 1;                      ///< k slices per tile when the tiles fill less than one wave
+  std::int64_t waves = 0;               ///< rounds of one tile per SM the launch needs
+  double wave_use = 1.0;                ///< busy fraction of the SMs over those waves
   double efficiency = 0.0;              ///< η_c
 };
 
@@ -52,8 +57,14 @@ class ComputeCostModel {
   Tick ops_time(std::span<const Op> ops) const;
   /// η_c of a GEMM of this shape (tile and k-loop effects).
   double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const;
-  /// η_c and its factors (`moesim cost gemm --explain`).
-  GemmEfficiencyParts gemm_efficiency_parts(std::int64_t m, std::int64_t n, std::int64_t k) const;
+  /// η_c and its factors (`moesim cost gemm --explain`), for `batch` such GEMMs in one launch
+  /// (their tiles share the waves), in `dt` (its k tile).
+  GemmEfficiencyParts gemm_efficiency_parts(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch = 1,
+                                            DType dt = DType::kFp16) const;
+  /// Wave quantisation of `tiles` output tiles of depth `k` (k tile `tile_k`) over the GPU's SMs,
+  /// one tile per SM at a time; below one wave, split-K over k fills the idle SMs. Fills the
+  /// tiles, split_k, waves and wave_use of `p`.
+  void quantise_waves(std::int64_t tiles, std::int64_t k, GemmEfficiencyParts& p) const;
   /// The measured efficiency curve the profile has for (dtype, n, k), if any.
   const EfficiencyCurve* measured_gemm_curve(DType dt, std::int64_t n, std::int64_t k) const {
     return calibration_ ? calibration_->gemm_curve(dt, n, k) : nullptr;
@@ -65,8 +76,9 @@ class ComputeCostModel {
   double peak(DType t) const;
   /// kernel_seconds under ComputeEfficiency::flops_only.
   double flops_only_seconds(const Op& op) const;
-  /// Seconds of one GEMM (m rows) at compute efficiency from the profile or the default curve.
-  double gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt) const;
+  /// Seconds of `batch` GEMMs of m rows in one launch, at compute efficiency from the profile or
+  /// the default curve.
+  double gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt, std::int64_t batch) const;
   GpuSpec gpu_;
   ComputeEfficiency eff_;
   std::shared_ptr<const HardwareCalibration> calibration_;

@@ -104,13 +104,16 @@ TEST(GemmExplain, EfficiencyIsThePeakTimesTileUseTimesTheKLoop) {
   EXPECT_EQ(p.tile_n, 128);
   EXPECT_DOUBLE_EQ(p.use_n, 1.0);
   EXPECT_DOUBLE_EQ(p.k_loop, 1.0);
-  EXPECT_DOUBLE_EQ(p.efficiency, 0.8 * 100.0 / 128);
+  EXPECT_EQ(p.tiles, 32);  // 1 x 32 tiles, split 3 ways over k: 96 of the 108 SMs busy
+  EXPECT_EQ(p.split_k, 3);
+  EXPECT_DOUBLE_EQ(p.wave_use, 96.0 / 108);
+  EXPECT_DOUBLE_EQ(p.efficiency, 0.8 * 100.0 / 128 * 96.0 / 108);
   EXPECT_DOUBLE_EQ(p.efficiency, model.gemm_efficiency(100, 4096, 4096));
   // A small m takes a 16-row tile; a short k loses to the main loop's fixed cost.
   const GemmEfficiencyParts small = model.gemm_efficiency_parts(1, 4096, 32);
   EXPECT_EQ(small.tile_m, 16);
   EXPECT_DOUBLE_EQ(small.use_m, 1.0 / 16);
-  EXPECT_DOUBLE_EQ(small.k_loop, 1.5 * 32 / (32 + 64.0));
+  EXPECT_DOUBLE_EQ(small.k_loop, 1.5 * 32 / (32 + 64.0));  // k tile 32: halves at 2 x 32
 }
 
 TEST(CostExplainCli, PrintsTheAlgorithmBottleneckAndEstimate) {

@@ -12,7 +12,9 @@ const GpuSpec& gpu(const char* name) { return gpu_presets().get(name).value; }
 TEST(ComputeCostModel, LargeGemmIsComputeBound) {
   const ComputeCostModel m(gpu("A100-SXM4-80GB"));
   const Op op = make_gemm("g", 8192, 8192, 8192, DType::kBf16);
-  const double eff = m.efficiency().gemm_peak;  // tile-aligned, long k-loop: the peak efficiency
+  // Tile-aligned, long k-loop: the peak efficiency, less the last wave's idle SMs (64 x 64 tiles
+  // over 108 SMs: 38 waves, the last with 100 of 108 busy).
+  const double eff = m.efficiency().gemm_peak * 4096.0 / (38 * 108);
   EXPECT_DOUBLE_EQ(m.gemm_efficiency(8192, 8192, 8192), eff);
   EXPECT_DOUBLE_EQ(m.kernel_seconds(op), op.flops / (312e12 * eff));
   EXPECT_GT(op.flops / (312e12 * eff), op.bytes / (2039e9 * m.efficiency().memory));
@@ -34,6 +36,50 @@ TEST(ComputeCostModel, FewTokenExpertsStreamWeightsHotExpertsCompute) {
   // Experts with no tokens read no weights.
   const Op with_empty = make_grouped_gemm("up", {4, 0, 4}, 28672, 4096, DType::kBf16);
   EXPECT_DOUBLE_EQ(m.kernel_seconds(with_empty), m.kernel_seconds(cold));
+}
+
+// Wave quantisation: a GEMM with one 128 x 128 tile more than the A100's 108 SMs takes two waves,
+// twice the time of one exactly a wave wide.
+TEST(ComputeCostModel, OneTileOverAFullWaveTakesTwoWaves) {
+  const ComputeCostModel m(gpu("A100-SXM4-80GB"));
+  const GemmEfficiencyParts wave = m.gemm_efficiency_parts(128, 108 * 128, 8192);
+  EXPECT_EQ(wave.tiles, 108);
+  EXPECT_EQ(wave.waves, 1);
+  EXPECT_DOUBLE_EQ(wave.wave_use, 1.0);
+  const GemmEfficiencyParts over = m.gemm_efficiency_parts(128, 109 * 128, 8192);
+  EXPECT_EQ(over.tiles, 109);
+  EXPECT_EQ(over.waves, 2);
+  EXPECT_DOUBLE_EQ(over.wave_use, 109.0 / 216.0);
+  GpuSpec fast_memory = gpu("A100-SXM4-80GB");
+  fast_memory.hbm_bandwidth_Bps = 1e18;  // compute-bound, so the time is the waves'
+  const ComputeCostModel c(fast_memory);
+  const double t1 = c.kernel_seconds(make_gemm("g", 128, 108 * 128, 8192, DType::kBf16));
+  const double t2 = c.kernel_seconds(make_gemm("g", 128, 109 * 128, 8192, DType::kBf16));
+  EXPECT_NEAR(t2 / t1, 2.0, 1e-12);
+  // Below one wave, split-K over k fills the SMs: 32 tiles x 3 slices = 96 of 108 busy.
+  const GemmEfficiencyParts few = m.gemm_efficiency_parts(128, 32 * 128, 8192);
+  EXPECT_EQ(few.split_k, 3);
+  EXPECT_DOUBLE_EQ(few.wave_use, 96.0 / 108.0);
+  // A short k cannot be split (fewer than four k tiles per slice): 32 of 108 SMs work.
+  EXPECT_DOUBLE_EQ(m.gemm_efficiency_parts(128, 32 * 128, 128).wave_use, 32.0 / 108.0);
+}
+
+// An expert FFN's grouped GEMM is one launch: the groups' tiles share the waves. Two experts of
+// 54 tiles each (k too short to split) fill one wave together; apart, each leaves half idle.
+TEST(ComputeCostModel, GroupedGemmSharesWavesAcrossGroups) {
+  GpuSpec g = gpu("A100-SXM4-80GB");
+  g.hbm_bandwidth_Bps = 1e18;  // keep both compute-bound
+  const ComputeCostModel m(g);
+  const Op grouped = make_grouped_gemm("up", {6 * 128, 6 * 128}, 9 * 128, 128, DType::kBf16);
+  const Op one = make_gemm("g", 6 * 128, 9 * 128, 128, DType::kBf16);
+  EXPECT_EQ(m.gemm_efficiency_parts(6 * 128, 9 * 128, 128).tiles, 54);
+  EXPECT_NEAR(m.kernel_seconds(grouped), m.kernel_seconds(one), 1e-15);  // twice the work, same time
+  // fp8 on Hopper: twice the fp16 peak and a 64-deep k tile.
+  const ComputeCostModel h100(gpu("H100-SXM-80GB"));
+  EXPECT_EQ(h100.gemm_efficiency_parts(8192, 8192, 8192, 1, DType::kFp8).tile_k, 64);
+  EXPECT_NEAR(h100.kernel_seconds(make_gemm("g", 8192, 8192, 8192, DType::kFp16)) /
+                  h100.kernel_seconds(make_gemm("g", 8192, 8192, 8192, DType::kFp8)),
+              1978.9 / 989.4, 1e-9);  // the datasheet peaks
 }
 
 TEST(ComputeCostModel, PartialTilesCostFullTiles) {

@@ -387,7 +387,9 @@ TEST(ServingLaws, MhaHoldsFewerTokensAndPreemptsMoreThanGqa) {
     EXPECT_LE(4 * blocks_b[g], blocks_a[g]) << "GPU " << g;
     EXPECT_GT(blocks_b[g], 0);
   }
-  EXPECT_GT(pb, 10 * std::max<std::int64_t>(pa, 1));
+  // An eighth of the blocks: several times the preemptions (42 against 289 with NCCL-priced
+  // collectives; 10x held with the line-rate model, whose faster steps let GQA preempt less).
+  EXPECT_GT(pb, 4 * std::max<std::int64_t>(pa, 1));
   EXPECT_GT(b.metrics["queue_delay_ms"]["mean"].get<double>(), a.metrics["queue_delay_ms"]["mean"].get<double>());
   EXPECT_DOUBLE_EQ(b.metrics["kv_cache_peak_fraction"].get<double>(), 1.0);
   // Preemptions in requests.csv add up to the run's.
