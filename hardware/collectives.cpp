@@ -87,21 +87,26 @@ void balance_shares(const Cluster& cluster, std::vector<RingChannel>& rings) {
   for (const auto& ch : rings) total += ch.bottleneck_Bps;
   for (auto& ch : rings) ch.share = total > 0 ? ch.bottleneck_Bps / total : 1.0 / static_cast<double>(rings.size());
   if (rings.size() == 1) return;
-  std::map<LinkId, double> load;
+  std::vector<double> load(cluster.links().size(), 0.0);
   for (int iter = 0; iter < 200; ++iter) {
-    load.clear();
+    for (std::size_t r = 0; r < rings.size(); ++r)
+      for (LinkId l : links[r]) load[l] = 0.0;
     for (std::size_t r = 0; r < rings.size(); ++r)
       for (LinkId l : links[r]) load[l] += rings[r].share / cluster.links()[l].bandwidth_Bps;
     double worst = 0.0;
-    for (const auto& [l, v] : load) worst = std::max(worst, v);
-    double sum = 0.0;
+    for (std::size_t r = 0; r < rings.size(); ++r)
+      for (LinkId l : links[r]) worst = std::max(worst, load[l]);
+    double sum = 0.0, moved = 0.0;
     for (std::size_t r = 0; r < rings.size(); ++r) {
       double mine = 0.0;
       for (LinkId l : links[r]) mine = std::max(mine, load[l]);
-      rings[r].share *= std::sqrt(worst / mine);
+      const double f = std::sqrt(worst / mine);
+      moved = std::max(moved, f - 1.0);
+      rings[r].share *= f;
       sum += rings[r].share;
     }
     for (auto& ch : rings) ch.share /= sum;
+    if (moved < 1e-9) break;  // every ring already touches the busiest load
   }
 }
 

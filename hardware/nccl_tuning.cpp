@@ -71,10 +71,16 @@ int log2i(double n) {
   return l;
 }
 
+// Routes are composed into one buffer per thread: point-to-point pricing runs for every pair of
+// every all-to-all, and must not allocate.
+const std::vector<LinkId>& route_of(const Cluster& c, int a, int b) {
+  thread_local std::vector<LinkId> path;
+  c.route_into(c.gpu_endpoint(a), c.gpu_endpoint(b), path);
+  return path;
+}
+
 bool is_nvlink_only(const Cluster& c, int a, int b) {
-  const auto r = c.route(c.gpu_endpoint(a), c.gpu_endpoint(b));
-  if (r.empty()) return true;
-  for (LinkId l : r)
+  for (LinkId l : route_of(c, a, b))
     if (c.links()[l].cls != LinkClass::kNvLink) return false;
   return true;
 }
@@ -114,7 +120,7 @@ double nccl_link_GBps(const Cluster& c, LinkId link) {
 
 double nccl_path_GBps(const Cluster& c, int src_gpu, int dst_gpu) {
   double bw = std::numeric_limits<double>::infinity();
-  for (LinkId l : c.route(c.gpu_endpoint(src_gpu), c.gpu_endpoint(dst_gpu))) bw = std::min(bw, nccl_link_GBps(c, l));
+  for (LinkId l : route_of(c, src_gpu, dst_gpu)) bw = std::min(bw, nccl_link_GBps(c, l));
   return bw;
 }
 
