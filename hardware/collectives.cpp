@@ -367,18 +367,32 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
     for (double b : row) total += b;
   const double buffer = total / static_cast<double>(std::max<std::size_t>(1, n));
   // NCCL runs all-to-all as grouped sends and receives: each pair is priced as one message, and
-  // a GPU's call waits for its slowest pair's latency.
-  std::vector<std::vector<P2pPricing>> priced(n);
-  std::vector<Tick> launch_ticks(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    priced[i].resize(n);
-    for (std::size_t j = 0; j < n; ++j) {
-      if (i == j || bytes[i][j] <= 0.0) continue;
-      priced[i][j] = nccl ? price_p2p(c, gpus[i], gpus[j], bytes[i][j])
-                          : P2pPricing{0, wire_scale(cal, buffer), HopLatency::kPaid};
-      launch_ticks[i] = std::max(launch_ticks[i], priced[i][j].launch);
+  // a GPU's call waits for its slowest pair's latency. A message's price depends only on its
+  // protocol (by size) and its path, which nodes share (routes depend on the GPUs' local indices
+  // and whether they share a node), so prices are kept per (same node?, protocol, local pair):
+  // G² pairs at 1,024 GPUs, 4 · 8² prices.
+  const int per_node = c.spec().gpus_per_node;
+  std::vector<P2pPricing> path_price(nccl ? 4 * static_cast<std::size_t>(per_node) * per_node : 0);
+  std::vector<char> have(path_price.size(), 0);
+  const auto price = [&](int a, int b, double bytes_ab) {
+    const bool inter = c.node_of_gpu(a) != c.node_of_gpu(b);
+    const std::size_t key = ((static_cast<std::size_t>(inter) * 2 + (bytes_ab <= kNcclP2pLLThreshold ? 0 : 1)) *
+                                 static_cast<std::size_t>(per_node) + static_cast<std::size_t>(a % per_node)) *
+                                static_cast<std::size_t>(per_node) + static_cast<std::size_t>(b % per_node);
+    if (!have[key]) {
+      path_price[key] = price_p2p(c, a, b, bytes_ab);
+      have[key] = 1;
     }
-  }
+    return path_price[key];
+  };
+  const auto priced = [&](std::size_t i, std::size_t j) {
+    return nccl ? price(gpus[i], gpus[j], bytes[i][j]) : P2pPricing{0, wire_scale(cal, buffer), HopLatency::kPaid};
+  };
+  std::vector<Tick> launch_ticks(n, 0);
+  if (nccl)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        if (i != j && bytes[i][j] > 0.0) launch_ticks[i] = std::max(launch_ticks[i], priced(i, j).launch);
   std::vector<std::vector<TaskId>> touching(n);
   std::vector<TaskId> launched(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -392,7 +406,8 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
       const TaskId dep[] = {launched[i]};
       const TaskId f = g.transfer(c.gpu_endpoint(gpus[i]), c.gpu_endpoint(gpus[j]), bytes[i][j], phase, layer, dep,
                                   gpus[i]);
-      g.price_transfer(f, priced[i][j].wire_scale, priced[i][j].hop);
+      const P2pPricing p = priced(i, j);
+      g.price_transfer(f, p.wire_scale, p.hop);
       touching[i].push_back(f);
       touching[j].push_back(f);
     }

@@ -41,7 +41,6 @@ const std::vector<double> kSm90SpeedIntra{60, 50, 40, 30, 24, 20, 15, 12, 6, 3};
 const std::vector<double> kSm90SpeedInter{48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
 constexpr int kMaxChannels = 32;      // device.h MAXCHANNELS
 constexpr int kMaxRingSearch = 16;    // init.cc: ring graph maxChannels = MAXCHANNELS / 2
-constexpr double kP2pLLThreshold = 16384.0;  // enqueue.cc NCCL_P2P_LL_THRESHOLD
 
 // topo.h ncclTopoNVLinkBw: GB/s per NVLink link in NCCL's topology, against 25 GB/s line rate
 // per NVLink2/3/4 link: the ~20% protocol overhead NVIDIA quotes ("450GB/s is the line rate.
@@ -301,7 +300,7 @@ NcclChoice nccl_choose(const Cluster& c, CollectiveKind kind, const std::vector<
 NcclCandidate nccl_p2p(const Cluster& c, int src, int dst, double bytes) {
   NcclCandidate k;
   k.algo = NcclAlgo::kRing;
-  const int p = bytes <= kP2pLLThreshold ? kLL : kSimple;
+  const int p = bytes <= kNcclP2pLLThreshold ? kLL : kSimple;
   k.proto = p == kLL ? NcclProto::kLL : NcclProto::kSimple;
   k.enabled = true;
   const bool inter = c.node_of_gpu(src) != c.node_of_gpu(dst);

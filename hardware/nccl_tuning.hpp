@@ -74,6 +74,8 @@ NcclChoice nccl_choose(const Cluster& c, CollectiveKind kind, const std::vector<
 /// (16 KB) and Simple above; we charge one ring step of that protocol's latencies and the path's
 /// NCCL bandwidth (halved for LL, whose 8-byte lines carry 4 bytes of data and 4 of flag).
 NcclCandidate nccl_p2p(const Cluster& c, int src, int dst, double bytes);
+/// enqueue.cc NCCL_P2P_LL_THRESHOLD: point-to-point messages up to this many bytes use LL.
+inline constexpr double kNcclP2pLLThreshold = 16384.0;
 
 /// NCCL's bandwidth for one link of `c` (GB/s): NVLink at ncclTopoNVLinkBw per 25 GB/s link, PCIe
 /// at lanes × 120 / 80 per lane generation (topo.cc), the inter-socket link at NCCL's AMD_BW or
