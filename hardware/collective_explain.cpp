@@ -89,19 +89,7 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
         e.step_bytes = bytes;
         const int channels = std::min(e.topology.ring_channels, std::max(1, e.topology.ppn));
         for (int k = 0; k < channels; ++k) {
-          std::vector<std::pair<int, int>> edges;
-          std::vector<int> heads;
-          for (int node = 0; node < c.num_nodes(); ++node) {
-            std::vector<int> local;
-            for (int g : ids)
-              if (c.node_of_gpu(g) == node) local.push_back(g);
-            if (local.empty()) continue;
-            const std::size_t m = local.size(), r = static_cast<std::size_t>(k) % m;
-            for (std::size_t i = 1; i < m; ++i) edges.emplace_back(local[(r + i) % m], local[(r + i - 1) % m]);
-            heads.push_back(local[r]);
-          }
-          for (std::size_t i = 1; i < heads.size(); ++i) edges.emplace_back(heads[i], heads[(i - 1) / 2]);
-          for (const auto& [child, parent] : edges) {
+          for (const auto& [child, parent] : tree_edges(c, ids, k)) {
             loads.add(child, parent, bytes / channels);
             loads.add(parent, child, bytes / channels);
           }

@@ -257,30 +257,6 @@ TaskId ring_flows(TaskGraph& g, const Cluster& c, const std::vector<RingChannel>
   return g.join(ends, phase, layer);
 }
 
-/// The edges of NCCL's tree all-reduce (init.cc, trees.cc): inside each node a chain, across
-/// nodes a binary tree of the chains' heads; channel k starts its chains at local GPU k, so the
-/// channels' heads, and their rail NICs, differ. Every edge carries the buffer up (reduce) and
-/// down (broadcast), pipelined: all edges run at once.
-std::vector<std::pair<int, int>> tree_edges(const Cluster& c, const std::vector<int>& gpus, int channel) {
-  std::vector<int> node_ids;
-  std::map<int, std::vector<int>> by_node;
-  for (int g : gpus) {
-    const int nd = c.node_of_gpu(g);
-    if (!by_node.count(nd)) node_ids.push_back(nd);
-    by_node[nd].push_back(g);
-  }
-  std::vector<std::pair<int, int>> edges;  // (child, parent)
-  std::vector<int> heads;
-  for (int nd : node_ids) {
-    const auto& local = by_node[nd];
-    const std::size_t m = local.size(), r = static_cast<std::size_t>(channel) % m;
-    for (std::size_t i = 1; i < m; ++i) edges.emplace_back(local[(r + i) % m], local[(r + i - 1) % m]);
-    heads.push_back(local[r]);
-  }
-  for (std::size_t i = 1; i < heads.size(); ++i) edges.emplace_back(heads[i], heads[(i - 1) / 2]);
-  return edges;
-}
-
 TaskId add_nccl_collective(TaskGraph& g, const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus,
                            int steps, double buffer_bytes, double chunk, Phase phase, int layer,
                            TaskGraph::Deps deps) {
@@ -331,6 +307,26 @@ TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const
 }
 
 }  // namespace
+
+std::vector<std::pair<int, int>> tree_edges(const Cluster& c, const std::vector<int>& gpus, int channel) {
+  std::vector<int> node_ids;
+  std::map<int, std::vector<int>> by_node;
+  for (int g : gpus) {
+    const int nd = c.node_of_gpu(g);
+    if (!by_node.count(nd)) node_ids.push_back(nd);
+    by_node[nd].push_back(g);
+  }
+  std::vector<std::pair<int, int>> edges;  // (child, parent)
+  std::vector<int> heads;
+  for (int nd : node_ids) {
+    const auto& local = by_node[nd];
+    const std::size_t m = local.size(), r = static_cast<std::size_t>(channel) % m;
+    for (std::size_t i = 1; i < m; ++i) edges.emplace_back(local[(r + i) % m], local[(r + i - 1) % m]);
+    heads.push_back(local[r]);
+  }
+  for (std::size_t i = 1; i < heads.size(); ++i) edges.emplace_back(heads[i], heads[(i - 1) / 2]);
+  return edges;
+}
 
 P2pPricing price_p2p(const Cluster& c, int src_gpu, int dst_gpu, double bytes) {
   if (c.spec().collective_model != "nccl" || src_gpu == dst_gpu)

@@ -6,6 +6,7 @@
 // algorithm and protocol and sets the latency and achievable rate; with "line-rate", or where a
 // calibration profile has a measured curve, flows run at line rate after a fixed launch cost.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hardware/cluster.hpp"
@@ -56,6 +57,12 @@ TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int
 std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                                    const std::vector<std::vector<double>>& bytes, Phase phase,
                                    int layer, const std::vector<TaskId>& start);
+
+/// The (child, parent) edges of channel `channel` of NCCL's tree all-reduce over `gpus` (init.cc,
+/// trees.cc): inside each node a chain, across nodes a binary tree of the chains' heads; channel k
+/// starts its chains at local GPU k, so the channels' heads, and their rail NICs, differ. Every
+/// edge carries the buffer up (reduce) and down (broadcast), pipelined: all edges run at once.
+std::vector<std::pair<int, int>> tree_edges(const Cluster& c, const std::vector<int>& gpus, int channel);
 
 /// One point-to-point message (send/recv, an all-to-all pair, AMoE's token messages) as the
 /// cluster's collective_model prices it: the delay before its flow starts and the factor on the
