@@ -194,7 +194,7 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
     nlohmann::json j{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", dtype_name(dt)}, {"m", m}, {"n", n}, {"k", k},
                      {"calibrated", profile != nullptr},
                      {"kernel_us", kernel_us}, {"time_us", total_us}, {"launch_us", gpu.kernel_launch_us},
-                     {"tflops", tflops}, {"efficiency", model.gemm_efficiency(m, n, k)}};
+                     {"tflops", tflops}, {"efficiency", model.gemm_efficiency_parts(m, n, k, 1, dt).efficiency}};
     if (explain) j["explain"] = explain_gemm(model, op);
     std::cout << j.dump() << "\n";
   } else {

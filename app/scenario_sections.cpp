@@ -174,7 +174,7 @@ std::vector<ParamSpec> gpu_field_specs(const GpuSpec& g) {
       int_field("pcie_gen", g.pcie_gen, true, "", "PCIe generation of the host link", 1, 8),
       int_field("sm_count", g.sm_count, true, "", "streaming multiprocessors", 0, 1e5),
       int_field("compute_capability", g.compute_capability, true, "",
-                "CUDA compute capability x 10 (70 Volta, 80 A100, 86/89 GeForce, 90 Hopper): NCCL tables, GEMM tiles",
+                "CUDA compute capability x 10 (70 Volta, 80 A100, 86/89 GeForce, 90 Hopper): NCCL's tuning tables",
                 30, 200),
       int_field("copy_engines", g.copy_engines, true, "", "asynchronous copy engines", 1, 64),
       float_field("kernel_launch_us", g.kernel_launch_us, "us", "fixed cost per kernel launch", 0.0, kMaxLatencyUs),

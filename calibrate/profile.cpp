@@ -149,7 +149,7 @@ HardwareCalibration fit_profile(const Measurements& m, const ClusterSpec& base, 
     const double t = s.time_us * 1e-6;
     const double peak = plain.gpu.peak(op.dtype) > 0 ? plain.gpu.peak(op.dtype) : plain.gpu.peak(DType::kFp32);
     if (s.group_m.empty()) curves[{op.dtype, s.n, s.k}].emplace_back(static_cast<double>(s.m), op.flops / (peak * t));
-    const double shape = def.gemm_efficiency(s.m, s.n, s.k) / def.efficiency().gemm_peak;
+    const double shape = def.gemm_efficiency_parts(s.m, s.n, s.k, 1, op.dtype).efficiency / def.efficiency().gemm_peak;
     const double compute_x = op.flops / (peak * shape);
     const double memory_x = op.bytes / plain.gpu.hbm_bandwidth_Bps;
     const bool compute_bound = compute_x / def.efficiency().gemm_peak > memory_x / def.efficiency().memory;

@@ -17,7 +17,8 @@ struct GpuSpec {
   int pcie_gen = 4;                              ///< host interface generation (x16)
   int sm_count = 0;
   /// CUDA compute capability × 10 (70 Volta, 80 A100, 86/89 GeForce Ampere/Ada, 90 Hopper): picks
-  /// NCCL's per-architecture tuning tables and the GEMM tile shapes (see nccl_tuning, cost_model).
+  /// NCCL's per-architecture tuning tables, NVLink rate and protocols (nccl_tuning). (GEMM tiles
+  /// depend on the dtype, not on it: cost_model.)
   int compute_capability = 80;
   int copy_engines = 2;            ///< asynchronous copy engines usable concurrently
   double kernel_launch_us = 4.0;   ///< fixed cost per kernel launch

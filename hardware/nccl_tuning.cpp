@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -39,7 +40,7 @@ const std::vector<double> kSpeedIntra{40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4,
 const std::vector<double> kSpeedInter{48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12};
 const std::vector<double> kSm90SpeedIntra{60, 50, 40, 30, 24, 20, 15, 12, 6, 3};
 const std::vector<double> kSm90SpeedInter{48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
-constexpr int kMaxChannels = 32;      // device.h MAXCHANNELS
+constexpr int kMaxChannels = 32;      // device.h MAXCHANNELS (the communicator, after ncclTopoPostset)
 constexpr int kMaxRingSearch = 16;    // init.cc: ring graph maxChannels = MAXCHANNELS / 2
 
 // topo.h ncclTopoNVLinkBw: GB/s per NVLink link in NCCL's topology, against 25 GB/s line rate
@@ -50,7 +51,8 @@ double nvlink_link_GBps(int cc) {
   if (cc == 86) return 12.0;  // SM86_NVLINK_BW
   if (cc >= 80) return 20.0;  // SM80_NVLINK_BW
   if (cc >= 70) return 20.0;  // SM70_NVLINK_BW
-  return 18.0;                // SM60_NVLINK_BW
+  if (cc >= 60) return 18.0;  // SM60_NVLINK_BW
+  return 20.0;                // older: ncclTopoNVLinkBw's fallback, SM80_NVLINK_BW
 }
 constexpr double kNvlinkLineGBps = 25.0;
 // topo.cc: PCIe = lanes × speed / 80 with speed 120 per lane at 16 GT/s → 24 GB/s for gen4 x16,
@@ -64,6 +66,7 @@ double speed_floor(const std::vector<double>& speeds, double bw) {
 }
 
 int log2i(double n) {
+  if (!(n >= 1.0)) return 0;  // NCCL's log2i(0) (bytes below 64), and no shifting of negatives
   long v = static_cast<long>(std::min(n, 9e18));
   int l = 0;
   while (v >>= 1) ++l;
@@ -135,19 +138,28 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
   for (int g : gpus) nodes.insert(c.node_of_gpu(g));
   t.nodes = std::max<int>(1, static_cast<int>(nodes.size()));
   t.ppn = std::max(1, t.ranks / t.nodes);
-  std::vector<int> local;  // members on the first member's node: the channel structure repeats per node
-  for (int g : gpus)
-    if (c.node_of_gpu(g) == c.node_of_gpu(gpus.front())) local.push_back(g);
+  // Members per node. NCCL's ranks agree on the weakest node's graph (init.cc takes the minimum
+  // channel count and speed over ranks), so every node counts and the slowest sets the values.
+  std::map<int, std::vector<int>> by_node;
+  for (int g : gpus) by_node[c.node_of_gpu(g)].push_back(g);
+  int fewest = t.ranks;
+  for (const auto& [node, members] : by_node) fewest = std::min(fewest, static_cast<int>(members.size()));
+  // One GPU per node: NCCL's intra path is PATH_LOC, not NVLink, so PCI latencies apply (below);
+  // LL128 stays on (PATH_LOC <= PATH_NVB).
+  t.intra_hw_nvlink = fewest > 1;
 
-  // Intra-node: NVLink if every pair of local members talks over NVLink only (NVB relays
+  // Intra-node: NVLink if every pair of a node's members talks over NVLink only (NVB relays
   // included, typeIntra <= PATH_NVB); then a GPU's bandwidth is its NVLinks towards the others.
   t.nvlink_intra = c.spec().fabric != Fabric::kPcie;
-  for (std::size_t i = 0; i < local.size() && t.nvlink_intra; ++i)
-    for (std::size_t j = 0; j < local.size() && t.nvlink_intra; ++j)
-      if (i != j && !is_nvlink_only(c, local[i], local[j])) t.nvlink_intra = false;
+  for (const auto& [node, local] : by_node)
+    for (std::size_t i = 0; i < local.size() && t.nvlink_intra; ++i)
+      for (std::size_t j = 0; j < local.size() && t.nvlink_intra; ++j)
+        if (i != j && !is_nvlink_only(c, local[i], local[j])) t.nvlink_intra = false;
+  t.intra_hw_nvlink = t.intra_hw_nvlink && t.nvlink_intra;
   t.intra_GBps = std::numeric_limits<double>::infinity();
   double pair_GBps = std::numeric_limits<double>::infinity();
-  if (local.size() > 1) {
+  for (const auto& [node, local] : by_node) {
+    if (local.size() < 2) continue;
     const auto ring = ring_order(c, local);
     for (std::size_t i = 0; i < ring.size(); ++i) {
       const int a = ring[i];
@@ -167,14 +179,16 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
 
   if (t.nodes == 1) {
     // search.cc: the fastest speed at which rings are found, then as many rings as the GPUs'
-    // bandwidth allows; ncclTopoDupChannels doubles them (halving their speed) from 25 GB/s.
+    // bandwidth allows; ncclTopoDupChannels doubles them (halving their speed) from 25 GB/s, up to
+    // the ring graph's maxChannels (16, init.cc). Below NCCL's slowest speed step (3 GB/s) NCCL
+    // would fall back to 0.1 GB/s; we keep the link's own rate.
     const auto& speeds = cc >= 90 ? kSm90SpeedIntra : kSpeedIntra;
     if (!std::isfinite(t.intra_GBps)) t.intra_GBps = 0.0;
     double speed = speed_floor(speeds, std::min(t.intra_GBps, pair_GBps));
     int nch = speed > 0 ? std::clamp(static_cast<int>(std::floor(t.intra_GBps / speed + 1e-9)), 1, kMaxRingSearch) : 1;
     const bool dup = speed >= 25.0 && !(cc > 80 && speed < 50.0 && nch > 4);
     if (dup) {
-      const int doubled = std::min(2 * nch, kMaxChannels);
+      const int doubled = std::min(2 * nch, kMaxRingSearch);
       speed /= static_cast<double>((doubled + nch - 1) / nch);
       nch = doubled;
     }
@@ -186,28 +200,36 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
   // Across nodes: one ring channel per rail NIC the node's members use, at the NIC path's speed
   // step (NIC line rate, capped by its PCIe path: 24 GB/s for HDR behind gen4; "We usually consider
   // 24GB/s is the peak performance per 200G NIC", NVIDIA/nccl-tests#119).
-  int other = -1;
-  for (int g : gpus)
-    if (c.node_of_gpu(g) != c.node_of_gpu(gpus.front())) { other = g; break; }
-  std::set<LinkId> nics;
   t.net_GBps = std::numeric_limits<double>::infinity();
-  for (int g : local) {
-    const auto r = c.route(c.gpu_endpoint(g), c.gpu_endpoint(other));
-    for (LinkId l : r) {
-      if (c.links()[l].cls == LinkClass::kNetwork) {
-        nics.insert(l);
+  int nic_channels = std::numeric_limits<int>::max();
+  for (const auto& [node, local] : by_node) {
+    int other = -1;  // any member on another node: the route's head is the GPU's rail NIC
+    for (int g : gpus)
+      if (c.node_of_gpu(g) != node) {
+        other = g;
         break;
       }
-      // typeInter <= PATH_PXB: the GPU reaches its NIC through PCIe switches, not a CPU.
-      if (c.links()[l].name.find(".cpu") != std::string::npos) t.nic_near_gpu = false;
+    std::set<LinkId> nics;
+    for (int g : local) {
+      const auto r = c.route(c.gpu_endpoint(g), c.gpu_endpoint(other));
+      for (LinkId l : r) {
+        if (c.links()[l].cls == LinkClass::kNetwork) {
+          nics.insert(l);
+          break;
+        }
+        // typeInter <= PATH_PXB: the GPU reaches its NIC through PCIe switches, not a CPU.
+        if (c.links()[l].name.find(".cpu") != std::string::npos) t.nic_near_gpu = false;
+      }
+      t.net_GBps =
+          std::min(t.net_GBps, speed_floor(cc >= 90 ? kSm90SpeedInter : kSpeedInter, nccl_path_GBps(c, g, other)));
     }
-    t.net_GBps = std::min(t.net_GBps, speed_floor(cc >= 90 ? kSm90SpeedInter : kSpeedInter, nccl_path_GBps(c, g, other)));
+    nic_channels = std::min(nic_channels, std::max<int>(1, static_cast<int>(nics.size())));
   }
-  t.ring_channels = std::max<int>(1, static_cast<int>(nics.size()));
+  t.ring_channels = nic_channels;
   t.ring_bw_GBps = t.net_GBps;
   // Tree pass 2 (search.cc) raises the intra-node speed up to twice the inter-node one, as long as
   // the node's links carry it.
-  const double intra_per_channel = local.size() > 1 ? t.intra_GBps / t.ring_channels : 2.0 * t.net_GBps;
+  const double intra_per_channel = fewest > 1 ? t.intra_GBps / t.ring_channels : 2.0 * t.net_GBps;
   t.tree_bw_GBps = std::max(t.net_GBps, speed_floor(cc >= 90 ? kSm90SpeedInter : kSpeedInter,
                                                     std::min(2.0 * t.net_GBps, intra_per_channel)));
   if (!std::isfinite(t.intra_GBps)) t.intra_GBps = 0.0;
@@ -217,6 +239,7 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
 NcclChoice nccl_choose(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus, double bytes) {
   if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kAllGather)
     throw std::invalid_argument("nccl_choose prices all-reduce and all-gather; point-to-point uses nccl_p2p");
+  if (!std::isfinite(bytes) || bytes < 0.0) throw std::invalid_argument("nccl_choose: bytes must be finite and >= 0");
   NcclChoice out;
   const NcclTopology t = out.topo = nccl_topology(c, gpus);
   const bool all_reduce = kind == CollectiveKind::kAllReduce;
@@ -229,12 +252,13 @@ NcclChoice nccl_choose(const Cluster& c, CollectiveKind kind, const std::vector<
   const int index1 = nodes == 1 ? t.arch_index : (t.amd_cpu ? 1 : 0);
   const double ll_max = kLlMaxBw[index1][index2];
   const double ppn = static_cast<double>(n) / nodes;
-  const int intra_hw = t.nvlink_intra ? kHwNvlink : kHwPci;
+  const int intra_hw = t.intra_hw_nvlink ? kHwNvlink : kHwPci;
   const int cc = t.compute_capability;
   // LL128 "by default only on Volta/Ampere/Hopper+NVLink" (typeIntra <= NVB, typeInter <= PXB).
   const bool ll128 = t.nvlink_intra && t.nic_near_gpu && (cc == 70 || cc == 80 || cc == 90);
   // NVLS: NVSwitch multicast on Hopper, one node (2.19 disables it across nodes without CollNet).
-  const bool nvls = all_reduce && nodes == 1 && t.nvswitch && cc >= 90 && n > 1;
+  // ncclNvlsInit turns NVLS off with 2 or fewer local GPUs.
+  const bool nvls = all_reduce && nodes == 1 && t.nvswitch && cc >= 90 && n > 2;
   // getNetOverhead: 2 µs per step on AMD hosts, 1 on Intel, three times that for Simple.
   const double net_overhead = t.amd_cpu ? 2.0 : 1.0;
   const int comm_channels = std::min(kMaxChannels, 2 * t.ring_channels);  // ncclTopoPostset doubles rings
@@ -251,16 +275,20 @@ NcclChoice nccl_choose(const Cluster& c, CollectiveKind kind, const std::vector<
       else if (a == kNvls && p != kSimple) k.enabled = false, k.why_disabled = "NVLS runs Simple only";
       else if (p == kLL128 && !ll128) k.enabled = false, k.why_disabled = "LL128 off (needs NVLink inside, NIC near GPU, sm70/80/90)";
       const int nch = t.ring_channels;
+      // NVLS (search.cc): one channel per local GPU, each GPU heading one and joining all, so a
+      // GPU's NVLink carries ppn + 1 channels: ppn x intra / (ppn + 1) in all.
       const double bw = a == kTree ? (nodes <= 2 ? t.tree_bw_GBps : t.net_GBps)
-                        : a == kNvls ? t.intra_GBps / nch
+                        : a == kNvls ? t.intra_GBps / (n + 1)
                                      : t.ring_bw_GBps;
-      double bus = nch * bw;
+      double bus = (a == kNvls ? n : nch) * bw;
       if (a == kRing && p == kLL) bus = std::min(ll_max, bus * (nodes > 1 || all_reduce ? 1.0 / 4.0 : 1.0 / 3.0));
       if (a == kRing && p == kLL128) bus = std::min(bus * (ppn < 2 ? 0.7 : 0.92), nch * kPerChMaxRingLL128Bw[t.arch_index][index2]);
       if (a == kTree) bus = std::min(bus * .92, nch * kPerChMaxTreeBw[t.arch_index][index2]);
       if (a == kTree && p == kLL) bus = std::min(bus / 3.8, ll_max);
       if (a == kTree && p == kLL128)
         bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * kPerChMaxTreeLL128Bw[t.arch_index][index2]);
+      // One GPU per node leaves the tree graph an unbalanced NCCL_TOPO_PATTERN_TREE: x 0.85.
+      if (a == kTree && t.ppn == 1 && nodes > 1) bus *= .85;
       k.bus_GBps = bus;
       const double ratio = a == kRing ? static_cast<double>(n) / std::max(1, nsteps) : a == kNvls ? 5.0 / 6.0 : 0.5;
       double alg = bus * ratio;
@@ -300,10 +328,12 @@ NcclChoice nccl_choose(const Cluster& c, CollectiveKind kind, const std::vector<
 NcclCandidate nccl_p2p(const Cluster& c, int src, int dst, double bytes) {
   NcclCandidate k;
   k.algo = NcclAlgo::kRing;
-  const int p = bytes <= kNcclP2pLLThreshold ? kLL : kSimple;
+  const bool inter = c.node_of_gpu(src) != c.node_of_gpu(dst);
+  // Network connections have no LL buffers unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1 (init.cc,
+  // net.cc), and enqueue.cc falls back to Simple without them: across nodes every send is Simple.
+  const int p = bytes <= kNcclP2pLLThreshold && !inter ? kLL : kSimple;
   k.proto = p == kLL ? NcclProto::kLL : NcclProto::kSimple;
   k.enabled = true;
-  const bool inter = c.node_of_gpu(src) != c.node_of_gpu(dst);
   const int hw = inter ? kHwNet : is_nvlink_only(c, src, dst) ? kHwNvlink : kHwPci;
   k.latency_us = kBaseLat[kRing][p] + kHwLat[hw][kRing][p];
   double bw = nccl_path_GBps(c, src, dst);

@@ -32,7 +32,8 @@ struct NcclTopology {
   int compute_capability = 80;
   bool amd_cpu = false;
   int nodes = 1, ranks = 1, ppn = 1;
-  bool nvlink_intra = false;  ///< graph typeIntra == LINK_NVL: members of a node reach each other over NVLink
+  bool nvlink_intra = false;  ///< typeIntra <= PATH_NVB: members of a node reach each other over NVLink
+  bool intra_hw_nvlink = false;  ///< NVLink latencies inside nodes (typeIntra == LINK_NVL; not with 1 GPU per node)
   bool nic_near_gpu = true;   ///< typeInter <= PATH_PXB: each GPU's rail NIC shares its PCIe switch
   bool nvswitch = false;      ///< an NVSwitch plane joins the node's GPUs (NVLS on Hopper)
   double intra_GBps = 0.0;    ///< per-GPU bandwidth NCCL sees inside a node (sum over its channels)

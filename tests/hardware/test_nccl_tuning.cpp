@@ -104,12 +104,14 @@ TEST(NcclChoice, Ll128NeedsNvlinkAndNvlsNeedsHopperNvswitch) {
   EXPECT_FALSE(pcie.candidates[4].enabled);  // ring LL128
   EXPECT_NE(pcie.candidates[4].why_disabled.find("LL128"), std::string::npos);
   EXPECT_NE(pcie.best.proto, NcclProto::kLL128);
-  // H100 NVSwitch: NVLS (23 us, 360 GB/s x 5/6) wins large buffers, ring LL small ones.
+  // H100 NVSwitch: NVLS (23 us; 8 channels of 360 / 9 GB/s, as each GPU heads one and joins all,
+  // x 5/6) wins large buffers, ring LL small ones; with 2 GPUs NCCL turns NVLS off.
   const Cluster h100 = preset("dgx-h100");
   const NcclChoice big = nccl_choose(h100, CollectiveKind::kAllReduce, first(8), 256e6);
   EXPECT_EQ(big.best.algo, NcclAlgo::kNvls);
   EXPECT_DOUBLE_EQ(big.best.latency_us, 23.0);
-  EXPECT_DOUBLE_EQ(big.best.alg_GBps, 360.0 * 5 / 6);
+  EXPECT_NEAR(big.best.alg_GBps, 8 * 360.0 / 9 * 5 / 6, 1e-9);
+  EXPECT_FALSE(nccl_choose(h100, CollectiveKind::kAllReduce, first(2), 256e6).candidates[8].enabled);
   EXPECT_EQ(nccl_choose(h100, CollectiveKind::kAllReduce, first(8), 1e3).best.algo, NcclAlgo::kRing);
   // All-gather runs ring only (no tree), here with Simple at 64 MB.
   const NcclChoice ag = nccl_choose(preset("dgx-a100"), CollectiveKind::kAllGather, first(8), 64e6);
@@ -130,6 +132,24 @@ TEST(NcclP2p, LlUpTo16KiBThenSimple) {
   const NcclCandidate net = nccl_p2p(c, 0, 8, 1e6);
   EXPECT_DOUBLE_EQ(net.latency_us, 8.4 + 14.0);
   EXPECT_DOUBLE_EQ(net.alg_GBps, 24.0);
+  // Network connections have no LL buffers by default: a small cross-node send is Simple too.
+  const NcclCandidate small_net = nccl_p2p(c, 0, 8, 1e3);
+  EXPECT_EQ(small_net.proto, NcclProto::kSimple);
+  EXPECT_DOUBLE_EQ(small_net.latency_us, 8.4 + 14.0);
+}
+
+// Every node counts, whatever the order of the GPU list: a communicator with one GPU on node 0
+// and eight on node 1 gets one NIC channel and PCI-class intra latencies (one GPU per node there).
+TEST(NcclTopology, TheWeakestNodeDecidesWhateverTheOrder) {
+  const Cluster c = preset("2x-dgx-a100");
+  const std::vector<int> a{7, 8, 9, 10, 11, 12, 13, 14, 15}, b{8, 9, 10, 11, 12, 13, 14, 15, 7};
+  const NcclTopology ta = nccl_topology(c, a), tb = nccl_topology(c, b);
+  EXPECT_EQ(ta.ring_channels, 1);
+  EXPECT_EQ(tb.ring_channels, 1);
+  EXPECT_FALSE(ta.intra_hw_nvlink);
+  EXPECT_EQ(nccl_choose(c, CollectiveKind::kAllReduce, a, 64e6).best.time_us,
+            nccl_choose(c, CollectiveKind::kAllReduce, b, 64e6).best.time_us);
+  EXPECT_THROW(nccl_choose(c, CollectiveKind::kAllReduce, a, -1.0), std::invalid_argument);
 }
 
 // The flows reproduce NCCL's latency + bytes / bandwidth on an idle cluster, whatever it picked.
