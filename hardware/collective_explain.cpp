@@ -3,47 +3,22 @@
 #include <algorithm>
 #include <map>
 
+#include "hardware/link_loads.hpp"
+
 namespace moesim {
 namespace {
 
-// Wire bytes per directed link in one step, from (src, dst, bytes) flows routed on `c`.
-struct LinkLoads {
-  const Cluster& c;
-  std::map<LinkId, double> bytes;
-  double max_latency_us = 0.0;
-  std::vector<LinkId> path;
-
-  void add(int src, int dst, double b) {
-    c.route_into(c.gpu_endpoint(src), c.gpu_endpoint(dst), path);
-    for (LinkId l : path) bytes[l] += b;
-    max_latency_us = std::max(max_latency_us, ticks_to_us(c.route_latency(c.gpu_endpoint(src), c.gpu_endpoint(dst))));
-  }
-  // The link that takes longest to drain its step's bytes (0 when nothing moves).
-  LinkId bottleneck_id() const {
-    LinkId best = 0;
-    double worst = -1.0;
-    for (const auto& [l, b] : bytes) {
-      const double t = b / c.links()[static_cast<std::size_t>(l)].bandwidth_Bps;
-      if (t > worst) worst = t, best = l;
-    }
-    return best;
-  }
-  void bottleneck(CollectiveExplanation& e) const {
-    double worst = -1.0;
-    for (const auto& [l, b] : bytes) {
-      const auto& info = c.links()[static_cast<std::size_t>(l)];
-      const double t = b / info.bandwidth_Bps;
-      if (t > worst) {
-        worst = t;
-        e.bottleneck_link = info.name;
-        e.bottleneck_class = link_class_name(info.cls);
-        e.bottleneck_Bps = info.bandwidth_Bps;
-        e.bottleneck_bytes = b;
-      }
-    }
-    e.hop_latency_us = max_latency_us;
-  }
-};
+// The link of `loads` that drains last, with what it carries (wire bytes per step).
+void name_bottleneck(const Cluster& c, const LinkLoads& loads, CollectiveExplanation& e) {
+  if (loads.empty()) return;
+  const LinkId l = loads.busiest();
+  const auto& info = c.links()[l];
+  e.bottleneck_link = info.name;
+  e.bottleneck_class = link_class_name(info.cls);
+  e.bottleneck_Bps = info.bandwidth_Bps;
+  e.bottleneck_bytes = loads.bytes_on(l);
+  e.hop_latency_us = ticks_to_us(loads.max_latency());
+}
 
 }  // namespace
 
@@ -61,8 +36,8 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
   const double buffer = bytes;  // every kind indexes its curve by the per-GPU buffer
   e.efficiency = cal ? cal->efficiency.at(std::max(1.0, buffer)) : 1.0;
   e.protocol = cal ? "measured efficiency curve (calibration profile)" : "one protocol at line rate (collective_model line-rate)";
-  LinkLoads loads{c, {}, 0.0, {}};
-  LinkLoads raw{c, {}, 0.0, {}};  // point-to-point under nccl: data bytes, before NCCL's rates
+  LinkLoads loads(c);
+  LinkLoads raw(c);  // point-to-point under nccl: data bytes, before NCCL's rates
   const double n = static_cast<double>(gpus);
   double nccl_us = 0.0;  // NCCL's own time for the choice (nccl)
   switch (kind) {
@@ -87,7 +62,7 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
         // Chains inside the nodes, a tree across them; every edge carries the buffer both ways.
         e.steps = 1;
         e.step_bytes = bytes;
-        const int channels = std::min(e.topology.ring_channels, std::max(1, e.topology.ppn));
+        const int channels = nccl_tree_channels(e.topology);
         for (int k = 0; k < channels; ++k) {
           for (const auto& [child, parent] : tree_edges(c, ids, k)) {
             loads.add(child, parent, bytes / channels);
@@ -116,8 +91,7 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
             const NcclCandidate k = nccl_p2p(c, i, j, e.step_bytes);
             e.protocol = nccl_proto_name(k.proto);
             e.launch_us = std::max(e.launch_us, k.latency_us);
-            const double line = c.route_bandwidth_Bps(c.gpu_endpoint(i), c.gpu_endpoint(j));
-            loads.add(i, j, e.step_bytes * line / (k.alg_GBps * 1e9));
+            loads.add(i, j, e.step_bytes * price_p2p(c, i, j, e.step_bytes).wire_scale);
             raw.add(i, j, e.step_bytes);
           } else {
             loads.add(i, j, e.step_bytes / e.efficiency);
@@ -134,19 +108,17 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
         e.launch_us = k.latency_us;
         e.bus_GBps = e.alg_GBps = k.alg_GBps;
         nccl_us = k.time_us;
-        const double line = c.route_bandwidth_Bps(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1));
-        loads.add(0, gpus - 1, bytes * line / (k.alg_GBps * 1e9));
+        loads.add(0, gpus - 1, bytes * price_p2p(c, 0, gpus - 1, bytes).wire_scale);
         raw.add(0, gpus - 1, bytes);
       } else {
         loads.add(0, gpus - 1, bytes / e.efficiency);
       }
       break;
   }
-  loads.bottleneck(e);
-  const LinkId raw_link = loads.bottleneck_id();
+  name_bottleneck(c, loads, e);
   if (nccl) e.hop_latency_us = 0.0;  // NCCL's latency, in the launch, includes the hops
   const double step_us = e.bottleneck_Bps > 0 ? e.bottleneck_bytes / e.bottleneck_Bps * 1e6 : 0.0;
-  e.estimate_us = e.launch_us + (loads.bytes.empty() ? 0.0 : e.steps * (e.hop_latency_us + step_us));
+  e.estimate_us = e.launch_us + (loads.empty() ? 0.0 : e.steps * (e.hop_latency_us + step_us));
   if (nccl && nccl_us > 0.0 && kind != CollectiveKind::kSendRecv) {
     // The flows carry bytes / (NCCL's bandwidth / line rate): that ratio is the efficiency.
     const double transfer_us = nccl_us - e.launch_us;
@@ -158,7 +130,7 @@ CollectiveExplanation explain_collective(const Cluster& c, CollectiveKind kind, 
     e.estimate_us = nccl_us;
   } else if (nccl && e.bottleneck_bytes > 0) {
     // Point-to-point: the bottleneck link's data bytes over the wire bytes it carries.
-    e.efficiency = raw.bytes[raw_link] / e.bottleneck_bytes;
+    e.efficiency = raw.bytes_on(loads.busiest()) / e.bottleneck_bytes;
     if (kind == CollectiveKind::kSendRecv) e.estimate_us = nccl_us;
   }
   e.simulated_us = ticks_to_us(collective_time(c, kind, gpus, bytes));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "hardware/cost_model.hpp"
+#include "hardware/link_loads.hpp"
 #include "hardware/nccl_tuning.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/plan_executor.hpp"
@@ -76,23 +77,6 @@ double wire_scale(const CollectiveCalibration* cal, double buffer_bytes) {
   return cal ? 1.0 / cal->efficiency.at(std::max(1.0, buffer_bytes)) : 1.0;
 }
 
-/// Line-rate time of a set of concurrent flows on an idle cluster: the busiest link's bytes over
-/// its bandwidth.
-struct FlowLoad {
-  const Cluster& c;
-  std::map<LinkId, double> bytes;
-  std::vector<LinkId> path;
-  void add(int src, int dst, double b) {
-    c.route_into(c.gpu_endpoint(src), c.gpu_endpoint(dst), path);
-    for (LinkId l : path) bytes[l] += b;
-  }
-  double seconds() const {
-    double t = 0.0;
-    for (const auto& [l, b] : bytes) t = std::max(t, b / c.links()[l].bandwidth_Bps);
-    return t;
-  }
-};
-
 /// How NCCL's choice becomes flows: each flow carries its bytes × `scale`, so that at line rate the
 /// transfer takes NCCL's bytes / algorithm bandwidth, and the launch delay is NCCL's latency, which
 /// includes the hops (the flows skip their own: HopLatency::kInLaunch). On an idle cluster the
@@ -140,9 +124,9 @@ TaskId add_nccl_collective(TaskGraph& g, const Cluster& c, CollectiveKind kind, 
                            int steps, double buffer_bytes, double chunk, Phase phase, int layer,
                            TaskGraph::Deps deps) {
   const NcclChoice choice = nccl_choose(c, kind, gpus, buffer_bytes);
-  FlowLoad load{c, {}, {}};
+  LinkLoads load(c);
   if (choice.best.algo == NcclAlgo::kTree) {
-    const int channels = std::min(choice.topo.ring_channels, std::max(1, choice.topo.ppn));
+    const int channels = nccl_tree_channels(choice.topo);
     std::vector<std::vector<std::pair<int, int>>> per_channel;
     const double share = buffer_bytes / channels;
     for (int k = 0; k < channels; ++k) {

@@ -27,6 +27,7 @@ const char* nccl_algo_name(NcclAlgo a);
 const char* nccl_proto_name(NcclProto p);
 
 /// What NCCL's topology search would find for one communicator (a set of GPUs).
+
 struct NcclTopology {
   int arch_index = 1;         ///< tuning tables' row: 0 Volta, 1 Ampere, 2 Hopper (compCapIndex)
   int compute_capability = 80;
@@ -42,6 +43,10 @@ struct NcclTopology {
   double tree_bw_GBps = 0.0;  ///< per-channel bandwidth of the tree graph (pass 2 raises it on 2+ nodes)
   double net_GBps = 0.0;      ///< per-NIC channel speed across nodes (0 on one node)
 };
+
+/// Channels of the tree all-reduce's flows: one per ring channel, at most one per GPU of a node
+/// (each channel's chains start at a different local GPU).
+inline int nccl_tree_channels(const NcclTopology& t) { return t.ring_channels < t.ppn ? t.ring_channels : t.ppn; }
 
 /// NCCL's view of `gpus` on `c`.
 NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus);
