@@ -19,7 +19,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test deps configure build bench papers plots sanitize fuzz clean
+.PHONY: run test deps configure build bench papers validate plots sanitize fuzz clean
 
 run: build
 	./$(BUILD)/moesim run scenarios/quickstart.yaml
@@ -62,6 +62,13 @@ bench: build
 # and the generated sections of scenarios/papers/README.md and README.md's status).
 papers: build
 	python3 scenarios/papers/reproduce.py --moesim ./$(BUILD)/moesim
+
+# Validation against real serving: one scenario per measured configuration of
+# validation/serving/measurements.csv (generated into validation/serving/scenarios/), each run once
+# (outputs in results/validation/), then the per-case table validation/serving/results.md and the
+# summary block of README.md (median |error| per metric against the issue's targets).
+validate: build
+	python3 validation/serving/make_scenarios.py && python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim
 
 # Every notebook executed headless: executed copies in results/notebooks/, PNGs in results/plots/.
 # Each runs moesim for data it lacks under results/. MOESIM_NOTEBOOK_QUICK=1 shrinks the grids

@@ -388,12 +388,29 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
     for (const auto& item : found.errors) diags.error(at(item.option), e.name + ": " + item.message);
     for (const auto& item : found.warnings) s.warnings.push_back(Diagnostic{at(item.option), e.name + ": " + item.message, true});
   }
+  // Without expert parallelism every expert is tensor-parallel inside its attention group: the
+  // one policy whose experts are laid out that way is tp-experts; the others place whole experts
+  // (or their shards and copies) over the pool's GPUs, which needs expert parallelism.
+  if (serving) {
+    const DeploymentConfig& d = s.deployment;
+    const bool no_ep = d.disaggregated() ? !d.prefill.expert_parallel || !d.decode.expert_parallel
+                                         : !d.colocated.expert_parallel;
+    for (const PluginEntry& e : s.policies)
+      if (no_ep && e.name != "tp-experts" && e.name != "amoe")
+        diags.error(e.where, "policy '" + e.name + "' needs expert parallelism, but deployment.expert_parallel is false " +
+                                 "(every expert tensor-parallel inside its attention group): use policy tp-experts, or " +
+                                 "set expert_parallel: true");
+  }
   // AMoE has its own engine: serving workloads, its own attention/expert split, no predictor.
   for (const PluginEntry& e : s.policies) {
     if (e.name != "amoe") continue;
+    const ParallelLayout& c = s.deployment.colocated;
     if (!serving) diags.error(e.where, "policy 'amoe' runs on serving workloads only (workload.kind: serving)");
     else if (s.deployment.disaggregated())
       diags.error(e.where, "policy 'amoe' splits the GPUs itself (attention_gpus); remove deployment.prefill_gpus");
+    else if (c.tensor_parallel != 1 || !c.expert_parallel || c.instances != 1)
+      diags.error(e.where, "policy 'amoe' splits the GPUs itself (attention_gpus): remove deployment.tensor_parallel, "
+                           "expert_parallel and instances (one instance, attention data-parallel)");
     for (const PluginEntry& p : s.predictors)
       if (p.name != "none") diags.error(p.where, "policy 'amoe' uses no expert-load predictor: use predictor: none");
   }

@@ -89,6 +89,8 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
       choice_field("activation", d ? activation_name(m.activation) : "swiglu", "expert activation",
                    {"relu", "gelu", "swiglu"}),
       choice_field("dtype", d ? dtype_name(m.dtype) : "bf16", "weight and activation type", {"fp32", "fp16", "bf16", "fp8"}),
+      choice_field("kv_dtype", d && m.kv_dtype ? dtype_name(*m.kv_dtype) : "auto",
+                   "KV-cache element type (auto: the weights' dtype)", {"auto", "fp32", "fp16", "bf16", "fp8"}),
       int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)"),
       int_field("max_context", static_cast<double>(m.max_context), true, "tokens",
                 "longest sequence (prompt + output) the model accepts: the config's max_position_embeddings "
@@ -125,6 +127,7 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
   m.shared_expert_ffn = p.get_int("shared_expert_ffn");
   parse_activation(p.get_string("activation"), m.activation);
   parse_dtype(p.get_string("dtype"), m.dtype);
+  if (DType kv{}; p.get_string("kv_dtype") != "auto" && parse_dtype(p.get_string("kv_dtype"), kv)) m.kv_dtype = kv;
   m.vocab = p.get_int("vocab");
   m.max_context = p.get_int("max_context");
   AttentionSpec& at = m.attention;

@@ -249,6 +249,9 @@ std::vector<ParamSpec> serving_workload_specs() {
                 "prompt length: an integer or {dist: uniform|normal|zipf|fixed, ...} (not with a trace)", 1.0),
       int_param("output_tokens", kDefaultOutput, "tokens",
                 "output length: an integer or {dist: uniform|normal|zipf|fixed, ...} (not with a trace)", 1.0),
+      ParamSpec{"prompt_cached", ParamType::kBool, "false", "",
+                "requests arrive with their prompt already in the KV cache of the rank that decodes them: "
+                "only decode steps run (steady-state decode measurements)", {}, {}, {}},
   };
 }
 
@@ -293,15 +296,27 @@ std::vector<ParamSpec> length_dist_specs(LengthDist::Kind kind) {
   return {};
 }
 
-std::vector<ParamSpec> scheduler_specs() {
+std::vector<ParamSpec> scheduler_specs(const EngineProfile& e) {
   return {
-      int_param("max_num_seqs", "256", "sequences", "running sequences per rank (vLLM max_num_seqs)", 1.0),
-      int_param("max_batched_tokens", "8192", "tokens", "new tokens per rank per step (vLLM max_num_batched_tokens)", 1.0),
-      ParamSpec{"chunked_prefill", ParamType::kBool, "true", "", "a prompt may be split over steps", {}, {}, {}},
-      int_param("kv_block_tokens", "16", "tokens", "tokens per paged KV-cache block", 1.0),
+      int_param("max_num_seqs", std::to_string(e.max_num_seqs), "sequences",
+                "running sequences per rank (vLLM max_num_seqs; default: the engine's)", 1.0, 1e7),
+      int_param("max_batched_tokens", std::to_string(e.max_batched_tokens), "tokens",
+                "new tokens per rank per step (vLLM max_num_batched_tokens; default: the engine's)", 1.0, 1e9),
+      ParamSpec{"chunked_prefill", ParamType::kBool, e.chunked_prefill ? "true" : "false", "",
+                "a prompt may be split over steps", {}, {}, {}},
+      int_param("kv_block_tokens", "16", "tokens", "tokens per paged KV-cache block", 1.0, 1e6),
       ParamSpec{"preemption", ParamType::kString, "recompute", "",
                 "what happens to a preempted sequence's KV cache", {}, {}, {"recompute", "swap"}},
-      float_param("gpu_memory_utilization", "0.9", "", "fraction of GPU memory the engine may use, in (0, 1]", 0.0, 1.0),
+      ParamSpec{"admission", ParamType::kString, e.admission, "",
+                "on-demand: KV blocks taken as contexts grow, the newest request preempted when full (vLLM); "
+                "reserve-full: blocks for prompt + every output token reserved at admission, never preempting "
+                "(TensorRT-LLM GUARANTEED_NO_EVICT)",
+                {}, {}, {"on-demand", "reserve-full"}},
+      float_param("gpu_memory_utilization", fmt(e.gpu_memory_utilization), "",
+                  "fraction of GPU memory the engine may use, in (0, 1]", 0.0, 1.0),
+      float_param("kv_cache_free_memory_fraction", e.kv_cache_free_memory_fraction ? fmt(*e.kv_cache_free_memory_fraction) : "~", "",
+                  "KV cache = this fraction of the memory left after weights and activations (TensorRT-LLM "
+                  "kv_cache_free_gpu_mem_fraction; absent: gpu_memory_utilization applies)", 0.0, 1.0),
       float_param("progress_interval_s", "0.5", "s", "CLI progress refresh (does not affect results)", 0.0),
   };
 }
@@ -311,10 +326,154 @@ std::vector<ParamSpec> slo_specs() {
           float_param("tpot_ms", "~", "ms", "time-per-output-token SLO for goodput (absent: none)", 0.0)};
 }
 
-std::vector<ParamSpec> deployment_specs() {
-  return {int_param("prefill_gpus", "0", "GPUs", "prefill pool: GPUs [0, prefill_gpus) (0 with decode_gpus 0: colocated)", 0.0),
-          int_param("decode_gpus", "0", "GPUs", "decode pool: the next decode_gpus GPUs", 0.0)};
+std::vector<ParamSpec> layout_specs(bool pool) {
+  std::vector<ParamSpec> v{
+      int_param("tensor_parallel", "1", "GPUs",
+                "GPUs of one attention group: heads split, hidden state all-reduced after attention and after the "
+                "FFN/MoE block (vLLM --tensor-parallel-size, SGLang --tp, TensorRT-LLM tp_size)", 1.0, 1024.0),
+      ParamSpec{"data_parallel", ParamType::kString, "auto", "groups",
+                "attention groups per instance, each with its own scheduler and KV cache (SGLang --dp with "
+                "--enable-dp-attention, TensorRT-LLM enable_attention_dp, vLLM --data-parallel-size); auto: the "
+                "GPUs left for one instance of tensor_parallel-GPU groups, 1 when instances is auto too and "
+                "tensor_parallel is set", {}, {}, {}},
+      ParamSpec{"expert_parallel", ParamType::kBool, "true", "",
+                "experts spread over the instance's tensor_parallel x data_parallel GPUs by the policy; false: "
+                "every expert tensor-parallel inside its attention group (vLLM without --enable-expert-parallel, "
+                "TensorRT-LLM moe_tp_size = tp_size)", {}, {}, {}},
+      ParamSpec{"instances", ParamType::kString, "auto", "",
+                "independent copies of the model (auto: GPUs / (tensor_parallel x data_parallel), or 1 when "
+                "data_parallel is auto); a request goes to the least loaded rank of any instance", {}, {}, {}},
+  };
+  if (pool) v.insert(v.begin(), int_param("gpus", "0", "GPUs", "GPUs of the pool (or prefill_gpus/decode_gpus)", 0.0, 1e6));
+  return v;
 }
+
+std::vector<ParamSpec> deployment_specs() {
+  std::vector<ParamSpec> v{
+      int_param("prefill_gpus", "0", "GPUs", "prefill pool: GPUs [0, prefill_gpus) (0 with decode_gpus 0: colocated)", 0.0, 1e6),
+      int_param("decode_gpus", "0", "GPUs", "decode pool: the next decode_gpus GPUs", 0.0, 1e6)};
+  for (ParamSpec& p : layout_specs(false)) v.push_back(std::move(p));
+  return v;
+}
+
+namespace {
+
+// "auto" (0) or a whole number in [1, 10^6]; a located error otherwise.
+int auto_or_count(const ParamSet& p, const std::string& key, const SourceLocation& fallback, Diagnostics& diags) {
+  const std::string text = p.get_string(key);
+  if (text == "auto") return 0;
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 1 && v <= 1000000) return static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  diags.error(at_key(p, key, fallback), "'" + key + "' must be auto or a whole number from 1 to 1000000, got '" + text + "'");
+  return 1;
+}
+
+// `serving.engine`: a preset name, or {preset: NAME, <any part overridden>}.
+EngineProfile read_engine(const YAML::Node& node, const YAML::Node& parent, const SourceMap& src, Diagnostics& diags,
+                          YAML::Node& res) {
+  const Registry<EngineProfile>& reg = engine_profiles();
+  EngineProfile e = reg.get("none").value;
+  if (!node || node.IsNull()) {
+    res = "none";
+    return e;
+  }
+  YAML::Node name_node = node.IsMap() && node["preset"] ? node["preset"] : node;
+  if (!name_node.IsScalar()) {
+    diags.error(loc(src, node, parent), "'engine' must be an engine name (" + [&] {
+      std::string v;
+      for (const auto& n : reg.names()) v += (v.empty() ? "" : ", ") + n;
+      return v;
+    }() + ") or a mapping {preset: NAME, ...}");
+    res = "none";
+    return e;
+  }
+  const std::string name = node.IsMap() && !node["preset"] ? std::string("none") : name_node.Scalar();
+  const auto* entry = reg.find(name);
+  if (!entry) {
+    diags.error(src.locate(name_node), unknown_name_message(reg.family(), name, reg.names()));
+    res = "none";
+    return e;
+  }
+  e = entry->value;
+  if (!node.IsMap()) {
+    res = name;
+    return e;
+  }
+  const ParamSet p = read_params(node, engine_profile_specs(e), src, diags);
+  apply_engine_params(p, e);
+  const auto& sizes = e.graph_batch_sizes;
+  for (std::size_t i = 1; i < sizes.size(); ++i)
+    if (sizes[i] <= sizes[i - 1]) {
+      diags.error(at_key(p, "graph_batch_sizes", src.locate(node)),
+                  "'graph_batch_sizes' must be ascending without repeats, got " + std::to_string(sizes[i - 1]) +
+                      " before " + std::to_string(sizes[i]));
+      break;
+    }
+  res = p.to_yaml();
+  res["preset"] = name;
+  return e;
+}
+
+// A pool's layout, its auto values resolved against the pool's `gpus` (when known: cluster_ok).
+ParallelLayout read_layout(const ParamSet& p, int gpus, const std::string& what, const Scenario& s,
+                           const SourceLocation& where, bool cluster_ok, Diagnostics& diags, YAML::Node& res) {
+  ParallelLayout l;
+  l.tensor_parallel = static_cast<int>(p.get_int("tensor_parallel"));
+  l.expert_parallel = p.get_bool("expert_parallel");
+  const int dp = auto_or_count(p, "data_parallel", where, diags);
+  const int inst = auto_or_count(p, "instances", where, diags);
+  const int tp = std::max(1, l.tensor_parallel);
+  const int heads = s.model.attention.heads;
+  if (heads > 0 && heads % tp != 0)
+    diags.error(at_key(p, "tensor_parallel", where),
+                what + "tensor_parallel (" + std::to_string(tp) + ") must divide the model's " + std::to_string(heads) +
+                    " attention heads (each GPU of a group runs the same number of heads)");
+  const int per_node = s.hardware.gpus_per_node;
+  if (cluster_ok && per_node > 0 && per_node % tp != 0)
+    diags.error(at_key(p, "tensor_parallel", where),
+                what + "tensor_parallel (" + std::to_string(tp) + ") must divide the GPUs of a node (" +
+                    std::to_string(per_node) + "): an attention group's all-reduces stay inside one node");
+  l.gpus = gpus;
+  if (!cluster_ok || gpus <= 0) {
+    l.data_parallel = dp > 0 ? dp : 1;
+    l.instances = inst > 0 ? inst : 1;
+  } else if (dp > 0) {
+    l.data_parallel = dp;
+    l.instances = inst > 0 ? inst : gpus / (tp * dp);
+  } else if (inst > 0) {
+    l.instances = inst;
+    l.data_parallel = gpus / (tp * inst);
+  } else {
+    // Neither given: one instance of every GPU (attention data-parallel over single GPUs, as
+    // before deployments had groups), or of single groups when tensor_parallel is set.
+    l.data_parallel = p.given("tensor_parallel") ? 1 : gpus / tp;
+    l.instances = gpus / (tp * std::max(1, l.data_parallel));
+  }
+  if (cluster_ok && gpus > 0) {
+    const long long used = static_cast<long long>(tp) * l.data_parallel * l.instances;
+    if (l.data_parallel < 1 || l.instances < 1 || used > gpus)
+      diags.error(p.given("instances") ? at_key(p, "instances", where) : at_key(p, "data_parallel", at_key(p, "tensor_parallel", where)),
+                  what + "tensor_parallel x data_parallel x instances (" + std::to_string(tp) + " x " +
+                      std::to_string(l.data_parallel) + " x " + std::to_string(l.instances) + ") needs more GPUs than the " +
+                      std::to_string(gpus) + " it has");
+    const int per_instance = tp * std::max(1, l.data_parallel);
+    if (per_node > 0 && s.hardware.nodes > 1 && per_instance % per_node != 0 && per_node % per_instance != 0)
+      diags.error(at_key(p, "data_parallel", where),
+                  what + "an instance of " + std::to_string(per_instance) + " GPUs is neither part of one node nor whole nodes (" +
+                      std::to_string(per_node) + " GPUs each)");
+  }
+  res["tensor_parallel"] = l.tensor_parallel;
+  res["data_parallel"] = l.data_parallel;
+  res["expert_parallel"] = l.expert_parallel;
+  res["instances"] = l.instances;
+  return l;
+}
+
+}  // namespace
 
 void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags,
                            bool cluster_ok, YAML::Node& workload_res, YAML::Node& serving_res,
@@ -331,6 +490,7 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   const ParamSet w = read_params(wl, plain, src, diags, {"routing", "arrival", "prompt_tokens", "output_tokens"});
   sw.requests = w.get_int("requests");
   sw.warmup_requests = w.get_int("warmup_requests");
+  sw.prompt_cached = w.get_bool("prompt_cached");
   workload_res = w.to_yaml();
   workload_res["kind"] = "serving";
 
@@ -416,17 +576,30 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   s.workload.batches = 1;
   s.workload.warmup_batches = 0;
 
-  // serving:
+  // serving: the engine first (its preset gives the scheduler's defaults), then the scheduler.
   const YAML::Node sv = root["serving"];
   s.serving_where = loc(src, sv, root);
-  const ParamSet sc = read_params(sv, scheduler_specs(), src, diags, {"slo"});
   SchedulerConfig& cfg = s.serving;
+  const YAML::Node eng = sv && sv.IsMap() ? sv["engine"] : YAML::Node();
+  YAML::Node engine_res;
+  cfg.engine = read_engine(eng, sv, src, diags, engine_res);
+  const ParamSet sc = read_params(sv, scheduler_specs(cfg.engine), src, diags, {"slo", "engine"});
   cfg.max_num_seqs = sc.get_int("max_num_seqs");
   cfg.max_batched_tokens = sc.get_int("max_batched_tokens");
   cfg.chunked_prefill = sc.get_bool("chunked_prefill");
   cfg.kv_block_tokens = sc.get_int("kv_block_tokens");
   cfg.preemption = sc.get_string("preemption") == "swap" ? Preemption::kSwap : Preemption::kRecompute;
+  cfg.admission = sc.get_string("admission") == "reserve-full" ? Admission::kReserveFull : Admission::kOnDemand;
   cfg.gpu_memory_utilization = sc.get_float("gpu_memory_utilization");
+  if (sc.given("kv_cache_free_memory_fraction") || cfg.engine.kv_cache_free_memory_fraction) {
+    const YAML::Node v = sc.to_yaml()["kv_cache_free_memory_fraction"];
+    if (v && v.IsScalar() && v.Scalar() != "~" && v.Scalar() != "null") {
+      cfg.kv_cache_free_memory_fraction = sc.get_float("kv_cache_free_memory_fraction");
+      if (*cfg.kv_cache_free_memory_fraction <= 0.0)
+        diags.error(at_key(sc, "kv_cache_free_memory_fraction", s.serving_where),
+                    "'kv_cache_free_memory_fraction' must be in (0, 1], got " + fmt(*cfg.kv_cache_free_memory_fraction));
+    }
+  }
   cfg.progress_interval_s = sc.get_float("progress_interval_s");
   if (cfg.gpu_memory_utilization <= 0.0)
     diags.error(at_key(sc, "gpu_memory_utilization", s.serving_where),
@@ -454,15 +627,38 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   }
   serving_res = sc.to_yaml();
   serving_res["slo"] = slo.to_yaml();
+  serving_res["engine"] = engine_res;
+  if (sw.prompt_cached && cfg.admission == Admission::kReserveFull) {
+    // Nothing to forbid: reserved blocks include the cached prompt.
+  }
 
   // deployment:
   const YAML::Node dep = root["deployment"];
   s.deployment_where = loc(src, dep, root);
-  const ParamSet dp = read_params(dep, deployment_specs(), src, diags);
+  const ParamSet dp = read_params(dep, deployment_specs(), src, diags, {"prefill", "decode"});
   DeploymentConfig& d = s.deployment;
   d.prefill_gpus = static_cast<int>(dp.get_int("prefill_gpus"));
   d.decode_gpus = static_cast<int>(dp.get_int("decode_gpus"));
-  deployment_res = dp.to_yaml();
+  deployment_res = YAML::Node(YAML::NodeType::Map);
+  const int cluster_gpus = cluster_ok ? s.hardware.num_gpus() : 0;
+  // The pools' own mappings: {gpus, tensor_parallel, data_parallel, expert_parallel, instances}.
+  YAML::Node pool_res[2];
+  ParamSet pool_params[2];
+  const char* pool_keys[2] = {"prefill", "decode"};
+  bool pool_maps = false;
+  for (int i = 0; i < 2; ++i) {
+    const YAML::Node n = dep && dep.IsMap() ? dep[pool_keys[i]] : YAML::Node();
+    pool_params[i] = read_params(n, layout_specs(true), src, diags);
+    if (!n || n.IsNull()) continue;
+    pool_maps = true;
+    int& gpus = i == 0 ? d.prefill_gpus : d.decode_gpus;
+    const char* shorthand = i == 0 ? "prefill_gpus" : "decode_gpus";
+    if (pool_params[i].given("gpus") && dp.given(shorthand))
+      diags.error(pool_params[i].where("gpus"), std::string("'") + pool_keys[i] + ".gpus' and '" + shorthand +
+                                                     "' both give the pool's GPUs: keep one");
+    else if (pool_params[i].given("gpus"))
+      gpus = static_cast<int>(pool_params[i].get_int("gpus"));
+  }
   if ((d.prefill_gpus == 0) != (d.decode_gpus == 0)) {
     const char* zero = d.prefill_gpus == 0 ? "prefill_gpus" : "decode_gpus";
     const char* other = d.prefill_gpus == 0 ? "decode_gpus" : "prefill_gpus";
@@ -470,19 +666,44 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
                 std::string("'") + zero + "' is 0 but '" + other +
                     "' is not: a disaggregated deployment needs both pools (set both to 0 for colocated)");
   }
+  if (d.disaggregated()) {
+    for (const char* k : {"tensor_parallel", "data_parallel", "expert_parallel", "instances"})
+      if (dp.given(k))
+        diags.error(dp.where(k), std::string("'") + k + "' applies to a colocated deployment; a disaggregated one sets it " +
+                                     "per pool (deployment.prefill." + k + ", deployment.decode." + k + ")");
+    for (int i = 0; i < 2; ++i) {
+      ParallelLayout& l = i == 0 ? d.prefill : d.decode;
+      const int gpus = i == 0 ? d.prefill_gpus : d.decode_gpus;
+      const YAML::Node n = dep && dep.IsMap() ? dep[pool_keys[i]] : YAML::Node();
+      const SourceLocation where = n && !n.IsNull() ? src.locate(n) : s.deployment_where;
+      l = read_layout(pool_params[i], gpus, std::string("deployment.") + pool_keys[i] + ": ", s, where,
+                      cluster_ok && gpus > 0, diags, pool_res[i]);
+      deployment_res[pool_keys[i]] = pool_res[i];  // its GPUs: the shorthand below
+    }
+  } else {
+    if (pool_maps)
+      diags.error(s.deployment_where, "'prefill' and 'decode' need both pools' GPUs (deployment.prefill.gpus and "
+                                      "deployment.decode.gpus, or prefill_gpus and decode_gpus)");
+    YAML::Node lres;
+    d.colocated = read_layout(dp, cluster_gpus, "", s, s.deployment_where, cluster_ok, diags, lres);
+    for (const auto& kv : lres) deployment_res[kv.first.Scalar()] = kv.second;
+  }
+  deployment_res["prefill_gpus"] = d.prefill_gpus;
+  deployment_res["decode_gpus"] = d.decode_gpus;
   if (cluster_ok && d.disaggregated()) {
     const ClusterSpec& c = s.hardware;
     if (d.prefill_gpus + d.decode_gpus > c.num_gpus())
       diags.error(s.deployment_where, "prefill_gpus + decode_gpus (" + std::to_string(d.prefill_gpus + d.decode_gpus) +
                                           ") exceeds the cluster's " + std::to_string(c.num_gpus()) + " GPUs");
     if (c.nodes > 1)
-      for (const char* k : {"prefill_gpus", "decode_gpus"}) {
-        const int n = static_cast<int>(dp.get_int(k));
+      for (int i = 0; i < 2; ++i) {
+        const char* k = i == 0 ? "prefill_gpus" : "decode_gpus";
+        const int n = i == 0 ? d.prefill_gpus : d.decode_gpus;
+        const SourceLocation at = dp.given(k) ? dp.where(k) : pool_params[i].given("gpus") ? pool_params[i].where("gpus") : s.deployment_where;
         if (n > 0 && n % c.gpus_per_node != 0)
-          diags.error(at_key(dp, k, s.deployment_where),
-                      std::string("'") + k + "' (" + std::to_string(n) + ") is neither a whole number of nodes (" +
-                          std::to_string(c.gpus_per_node) + " GPUs each) nor within a single-node cluster (this one has " +
-                          std::to_string(c.nodes) + " nodes)");
+          diags.error(at, std::string("'") + k + "' (" + std::to_string(n) + ") is neither a whole number of nodes (" +
+                              std::to_string(c.gpus_per_node) + " GPUs each) nor within a single-node cluster (this one has " +
+                              std::to_string(c.nodes) + " nodes)");
       }
   }
 }

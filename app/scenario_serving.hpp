@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/params.hpp"
+#include "serving/engine_profile.hpp"
 #include "serving/workload.hpp"
 
 namespace moesim {
@@ -26,10 +27,13 @@ std::vector<ParamSpec> serving_workload_specs();
 std::vector<ParamSpec> arrival_specs(ArrivalSpec::Process process);
 /// Keys of a length distribution mapping (besides `dist`).
 std::vector<ParamSpec> length_dist_specs(LengthDist::Kind kind);
-/// `serving:` keys (besides `slo`), `serving.slo` keys, and `deployment:` keys.
-std::vector<ParamSpec> scheduler_specs();
+/// `serving:` keys (besides `slo` and `engine`) with `engine`'s defaults, `serving.slo` keys,
+/// and `deployment:` keys (a colocated layout and the pool shorthands); `layout_specs(true)`:
+/// the keys of `deployment.prefill` and `deployment.decode`.
+std::vector<ParamSpec> scheduler_specs(const EngineProfile& engine = EngineProfile{});
 std::vector<ParamSpec> slo_specs();
 std::vector<ParamSpec> deployment_specs();
+std::vector<ParamSpec> layout_specs(bool pool);
 
 /// Reads `workload:` (kind serving; `routing` is left to the caller), `serving:` and
 /// `deployment:` into `s`, whose model and hardware are already read (`cluster_ok`: the hardware

@@ -16,21 +16,31 @@
 
 namespace moesim {
 
-std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
+std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& /*cluster*/, const RoutingModel& routing,
                                     const PluginEntry& policy, const PluginEntry& predictor) {
+  // One pool per instance of each layout, instances laid out one after another from the
+  // layout's first GPU. Without expert parallelism the attention groups of an instance share
+  // nothing (every expert is tensor-parallel inside its group), so each group is a pool.
   struct Part {
     PoolRole role;
-    int first, gpus;
+    int first, gpus, tp;
+    bool ep;
+    int instance;
   };
   std::vector<Part> parts;
+  const auto add_layout = [&parts](PoolRole role, int first, const ParallelLayout& l) {
+    const int tp = std::max(1, l.tensor_parallel);
+    const int dp = l.expert_parallel ? l.data_parallel : 1;
+    const int copies = l.expert_parallel ? l.instances : l.instances * l.data_parallel;
+    for (int i = 0; i < copies; ++i) parts.push_back({role, first + i * tp * dp, tp * dp, tp, l.expert_parallel, i});
+  };
   if (s.deployment.disaggregated()) {
-    parts.push_back({PoolRole::kPrefill, 0, s.deployment.prefill_gpus});
-    parts.push_back({PoolRole::kDecode, s.deployment.prefill_gpus, s.deployment.decode_gpus});
+    add_layout(PoolRole::kPrefill, 0, s.deployment.prefill);
+    add_layout(PoolRole::kDecode, s.deployment.prefill_gpus, s.deployment.decode);
   } else {
-    parts.push_back({PoolRole::kColocated, 0, cluster.num_gpus()});
+    add_layout(PoolRole::kColocated, 0, s.deployment.colocated);
   }
   const ModelSpec& m = s.model;
-  const double kv_bytes = kv_cache_bytes_per_token(m);
   const std::int64_t longest = s.serving_workload.prompt.largest() + s.serving_workload.output.largest();
   std::vector<ServingPool> pools;
   for (const Part& part : parts) {
@@ -38,6 +48,9 @@ std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& cl
     pool.role = part.role;
     pool.first_gpu = part.first;
     pool.gpus = part.gpus;
+    pool.tensor_parallel = part.tp;
+    pool.expert_parallel = part.ep;
+    pool.instance = part.instance;
     pool.view = std::make_unique<Cluster>(pool_spec(s.hardware, part.first, part.gpus));
     // Profiling and training windows see batches of one mean prompt per GPU.
     pool.shape = std::make_unique<PrefillWorkload>(s.workload);
@@ -48,13 +61,12 @@ std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& cl
     const PredictorContext pctx = predictor_context(s, *pool.view, routing, pool.shape.get());
     pool.predictor = predictors().get(predictor.name).value.make(predictor.params);
     at_entry(predictor, [&] { pool.predictor->setup(pctx); });
-    pool.kv_blocks = kv_cache_blocks(pool, s.serving.gpu_memory_utilization, s.serving.max_batched_tokens,
-                                     s.serving.kv_block_tokens, kv_bytes);
+    pool.kv_blocks = kv_cache_blocks(pool, s.serving);
     const std::int64_t need = (longest + s.serving.kv_block_tokens - 1) / s.serving.kv_block_tokens;
     const auto small = std::min_element(pool.kv_blocks.begin(), pool.kv_blocks.end());
     if (*small < need) {
-      const auto g = static_cast<int>(small - pool.kv_blocks.begin());
-      const double block_bytes = static_cast<double>(s.serving.kv_block_tokens) * kv_bytes;
+      const auto g = static_cast<int>(small - pool.kv_blocks.begin()) * part.tp;
+      const double block_bytes = static_cast<double>(s.serving.kv_block_tokens) * kv_cache_bytes_per_token_gpu(m, part.tp);
       throw InputError(s.serving_workload_where,
                        "policy '" + policy.label + "': the KV cache cannot hold even one request: GPU " +
                            std::to_string(part.first + g) + " (" + pool_role_name(part.role) + " pool) has room for " +
@@ -115,6 +127,7 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   setup.arrival = s.serving_workload.arrival;
   setup.seed = s.seed;
   setup.count_level = count_level_routing(s, *routing);
+  setup.prompt_cached = s.serving_workload.prompt_cached;
   ServingEngine engine(setup, pools, generate_requests(s.serving_workload, s.seed));
 
   ServingMetrics metrics(cluster, s.serving_workload.warmup_requests);
@@ -144,8 +157,9 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   run["metrics"]["events"] = engine.events();
   nlohmann::json kv = nlohmann::json::array();
   for (const ServingPool& pool : pools)
-    kv.push_back({{"pool", pool_role_name(pool.role)}, {"first_gpu", pool.first_gpu}, {"gpus", pool.gpus},
-                  {"kv_blocks_per_gpu", pool.kv_blocks}});
+    kv.push_back({{"pool", pool_role_name(pool.role)}, {"instance", pool.instance}, {"first_gpu", pool.first_gpu},
+                  {"gpus", pool.gpus}, {"tensor_parallel", pool.tensor_parallel}, {"expert_parallel", pool.expert_parallel},
+                  {"kv_blocks_per_rank", pool.kv_blocks}});
   run["metrics"]["pools"] = kv;
   std::ostringstream csv;
   write_requests_csv(csv, label, engine.requests(), s.serving_workload.warmup_requests);

@@ -179,6 +179,16 @@ Tick ComputeCostModel::ops_time(std::span<const Op> ops) const {
   return t;
 }
 
+Tick ComputeCostModel::ops_time(std::span<const Op> ops, double launch_us) const {
+  Tick t = 0;
+  const Tick launch = us_to_ticks(launch_us);
+  for (const auto& op : ops) {
+    if (op.kind == OpKind::kGroupedGemm && op.batch == 0) continue;  // no expert had tokens
+    t = checked_add(t, checked_add(seconds_to_ticks(kernel_seconds(op)), launch));
+  }
+  return t;
+}
+
 PlanExecutor::Hooks engine_hooks(const Cluster& cluster, const ComputeCostModel& cost) {
   return {[&cost](const Task&, std::span<const Op> ops) { return cost.ops_time(ops); },
           // Routes are composed on demand into one reused buffer: the executor hands each route to

@@ -55,6 +55,9 @@ class ComputeCostModel {
   Tick op_time(const Op& op) const;
   /// Sum of op_time over `ops` (ops on one stream run back to back).
   Tick ops_time(std::span<const Op> ops) const;
+  /// The same with `launch_us` per kernel instead of the GPU's eager kernel_launch_us (kernels
+  /// replayed from a CUDA graph).
+  Tick ops_time(std::span<const Op> ops, double launch_us) const;
   /// η_c of a GEMM of this shape (tile and k-loop effects).
   double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k) const;
   /// η_c and its factors (`moesim cost gemm --explain`), for `batch` such GEMMs in one launch

@@ -1,6 +1,7 @@
 #pragma once
 // MoE model architectures. Presets carry the published configuration numbers (see model_presets.cpp).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct ModelSpec {
   Activation activation = Activation::kSwiGlu;
   AttentionSpec attention;
   DType dtype = DType::kBf16;
+  /// KV-cache element type when it differs from the weights' (e.g. fp8 KV with bf16 weights, or
+  /// TensorRT-LLM's FP8 recipes: fp8 weights and fp8 KV); empty: the weights' dtype.
+  std::optional<DType> kv_dtype;
+  DType kv_cache_dtype() const { return kv_dtype.value_or(dtype); }
   std::int64_t vocab = 0;
   /// One embedding matrix instead of input + output (tied weights, or an encoder without an LM head).
   bool tied_embeddings = false;

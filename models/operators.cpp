@@ -65,7 +65,7 @@ void split_chunks(std::span<const SeqChunk> seqs, const AttentionSpec& a, CoreTo
 /// written per query token and `kv_elems` per attended position (cached or new), read once per
 /// sequence (flash-attention / paged attention: scores never reach HBM).
 Op attention_core(const char* name, const CoreTotals& t, int heads, std::int64_t qk_dim, std::int64_t v_dim,
-                  double kv_elems, DType dt) {
+                  double kv_elems, DType dt, DType kv_dt) {
   Op core;
   core.kind = OpKind::kAttention;
   core.name = name;
@@ -75,8 +75,9 @@ Op attention_core(const char* name, const CoreTotals& t, int heads, std::int64_t
   core.k = qk_dim;
   core.batch = t.sequences * heads;
   core.flops = 2.0 * d(heads) * t.pairs * d(qk_dim + v_dim);
-  core.bytes = dtype_bytes(dt) * (d(t.new_tokens) * (d(heads) * d(qk_dim) + d(heads) * d(v_dim)) +
-                                  d(t.new_tokens + t.cached_read) * kv_elems);
+  // K and V are read (and the new tokens' written) in the KV cache's type.
+  core.bytes = dtype_bytes(dt) * d(t.new_tokens) * (d(heads) * d(qk_dim) + d(heads) * d(v_dim)) +
+               dtype_bytes(kv_dt) * d(t.new_tokens + t.cached_read) * kv_elems;
   return core;
 }
 
@@ -94,13 +95,13 @@ void append_mla_core(std::vector<Op>& ops, const ModelSpec& m, const CoreTotals&
     ops.push_back(make_gemm("attn.kv_b", full.new_tokens + full.cached_read,
                             a.heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, dt));
     ops.push_back(attention_core("attn.core", full, a.heads, qk_dim, a.v_head_dim,
-                                 d(a.heads) * d(qk_dim + a.v_head_dim), dt));
+                                 d(a.heads) * d(qk_dim + a.v_head_dim), dt, dt));
   }
   if (latent.sequences > 0) {
     const std::int64_t rows = latent.new_tokens;
     ops.push_back(make_gemm("attn.q_absorb", rows, a.kv_lora_rank, a.qk_nope_head_dim, dt, a.heads));
     ops.push_back(attention_core("attn.core_latent", latent, a.heads, a.kv_lora_rank + a.qk_rope_head_dim,
-                                 a.kv_lora_rank, d(a.kv_lora_rank + a.qk_rope_head_dim), dt));
+                                 a.kv_lora_rank, d(a.kv_lora_rank + a.qk_rope_head_dim), dt, m.kv_cache_dtype()));
     ops.push_back(make_gemm("attn.v_absorb", rows, a.v_head_dim, a.kv_lora_rank, dt, a.heads));
   }
 }
@@ -152,7 +153,7 @@ std::vector<Op> attention_step_ops(const ModelSpec& m, std::span<const SeqChunk>
     ops.push_back(make_gemm("attn.qkv", tokens, (a.heads + 2 * a.kv_heads) * a.head_dim, m.hidden, dt));
     // One varlen kernel over every chunk (prefill and decode alike, as in chunked prefill).
     ops.push_back(attention_core("attn.core", full, a.heads, a.head_dim, a.head_dim,
-                                 d(a.kv_heads) * d(2 * a.head_dim), dt));
+                                 d(a.kv_heads) * d(2 * a.head_dim), dt, m.kv_cache_dtype()));
   }
 
   ops.push_back(make_gemm("attn.out", tokens, m.hidden, a.heads * v_dim, dt));
@@ -235,10 +236,26 @@ double token_bytes(const ModelSpec& m) { return d(m.hidden) * dtype_bytes(m.dtyp
 double kv_cache_bytes_per_token_layer(const ModelSpec& m) {
   const AttentionSpec& a = m.attention;
   // MLA caches the compressed latent and the shared rope key (DeepSeek-V2 §2.1.2).
-  if (a.kind == AttentionKind::kMla) return d(a.kv_lora_rank + a.qk_rope_head_dim) * dtype_bytes(m.dtype);
-  return 2.0 * a.kv_heads * a.head_dim * dtype_bytes(m.dtype);
+  const double b = dtype_bytes(m.kv_cache_dtype());
+  if (a.kind == AttentionKind::kMla) return d(a.kv_lora_rank + a.qk_rope_head_dim) * b;
+  return 2.0 * a.kv_heads * a.head_dim * b;
 }
 
 double kv_cache_bytes_per_token(const ModelSpec& m) { return d(m.layers) * kv_cache_bytes_per_token_layer(m); }
+
+ModelSpec tensor_parallel_slice(const ModelSpec& m, int tp) {
+  if (tp <= 1) return m;
+  const auto split = [tp](std::int64_t n) { return (n + tp - 1) / tp; };
+  ModelSpec s = m;
+  s.attention.heads = m.attention.heads / tp;
+  if (m.attention.kind != AttentionKind::kMla) s.attention.kv_heads = static_cast<int>(split(m.attention.kv_heads));
+  s.dense_ffn = split(m.dense_ffn);
+  s.shared_expert_ffn = split(m.shared_expert_ffn);
+  return s;
+}
+
+double kv_cache_bytes_per_token_gpu(const ModelSpec& m, int tp) {
+  return kv_cache_bytes_per_token(tensor_parallel_slice(m, tp));
+}
 
 }  // namespace moesim

@@ -74,6 +74,16 @@ std::vector<Op> dense_ffn_ops(const ModelSpec& m, std::int64_t tokens);
 /// Weighted sum of the top-k expert outputs and the residual add over `tokens` tokens.
 std::vector<Op> combine_ops(const ModelSpec& m, std::int64_t tokens);
 
+/// One GPU's share of the model under `tp`-way tensor parallelism (Megatron-LM's split, as vLLM,
+/// SGLang and TensorRT-LLM run it): 1/tp of the query heads; 1/tp of the KV heads, at least one
+/// (a KV head is replicated where there are fewer KV heads than GPUs); dense and shared-expert
+/// FFN widths split 1/tp (rounded up). MLA keeps its latent (replicated on every GPU of the
+/// group, so its KV cache is not split). Routed experts are split by sharded_expert_ops.
+/// Requires heads % tp == 0 (the scenario validator refuses other splits).
+ModelSpec tensor_parallel_slice(const ModelSpec& m, int tp);
+/// KV-cache bytes of one token over all layers on one GPU of a `tp`-way attention group.
+double kv_cache_bytes_per_token_gpu(const ModelSpec& m, int tp);
+
 /// Bytes of one token's hidden state on the wire (dispatch and combine).
 double token_bytes(const ModelSpec& m);
 /// KV-cache bytes per token per layer (MLA caches the compressed latent).

@@ -1,12 +1,25 @@
 #pragma once
 // The `serving:` and `deployment:` sections: the continuous-batching scheduler's limits, the
-// paged KV cache, preemption, SLOs for goodput, and how GPUs are split into pools.
+// paged KV cache, preemption, SLOs for goodput, the engine whose step costs are charged, and how
+// the cluster's GPUs are split into instances, attention groups and pools.
 #include <cstdint>
 #include <optional>
+
+#include "serving/engine_profile.hpp"
 
 namespace moesim {
 
 enum class Preemption { kRecompute, kSwap };
+
+/// How a rank admits a waiting request into the running batch.
+enum class Admission {
+  /// KV blocks are taken as the context grows; a full cache preempts the newest request (vLLM).
+  kOnDemand,
+  /// Blocks for the whole request (prompt + every output token) are reserved at admission, so a
+  /// running request never waits for a block and nothing is preempted: TensorRT-LLM's
+  /// GUARANTEED_NO_EVICT capacity scheduler.
+  kReserveFull,
+};
 
 /// `serving:` (vLLM's scheduler knobs, per attention data-parallel rank).
 struct SchedulerConfig {
@@ -15,15 +28,36 @@ struct SchedulerConfig {
   bool chunked_prefill = true;              ///< a prompt may be split over steps
   std::int64_t kv_block_tokens = 16;        ///< tokens per KV block
   Preemption preemption = Preemption::kRecompute;
+  Admission admission = Admission::kOnDemand;
   double gpu_memory_utilization = 0.9;      ///< fraction of GPU memory the engine may use (vLLM)
+  /// TensorRT-LLM's kv_cache_free_gpu_mem_fraction: when set, the KV cache takes this fraction of
+  /// the memory left after weights and activations (gpu_memory_utilization is then not used).
+  std::optional<double> kv_cache_free_memory_fraction;
   std::optional<double> slo_ttft_ms;        ///< serving.slo.ttft_ms (goodput)
   std::optional<double> slo_tpot_ms;        ///< serving.slo.tpot_ms (goodput)
   double progress_interval_s = 0.5;         ///< wall seconds between `moesim run` progress redraws (no effect on results)
+  EngineProfile engine;                     ///< serving.engine: step costs outside the kernels
 };
 
-/// `deployment:`: colocated (both zero: every GPU prefills and decodes) or disaggregated into a
-/// prefill pool (GPUs [0, prefill_gpus)) and a decode pool (the next decode_gpus GPUs).
+/// How one pool's GPUs run the model: attention groups of `tensor_parallel` GPUs (heads split,
+/// hidden state all-reduced), `data_parallel` such groups per instance (each its own scheduler
+/// and KV cache), experts spread over the instance's TP × DP GPUs (expert_parallel) or
+/// tensor-parallel inside each attention group. `instances` independent copies of the model.
+struct ParallelLayout {
+  int tensor_parallel = 1;
+  int data_parallel = 1;      ///< 0: every GPU of the pool (today's default: DP over the pool)
+  bool expert_parallel = true;
+  int instances = 0;          ///< 0: auto (GPUs / (TP × DP))
+  int gpus = 0;               ///< GPUs of the pool (0: every GPU the others leave)
+  int gpus_per_instance() const { return tensor_parallel * data_parallel; }
+};
+
+/// `deployment:`: colocated (one layout over the cluster) or disaggregated into a prefill pool
+/// (GPUs [0, prefill_gpus)) and a decode pool (the next decode_gpus GPUs), each with its layout.
 struct DeploymentConfig {
+  ParallelLayout colocated;
+  ParallelLayout prefill;
+  ParallelLayout decode;
   int prefill_gpus = 0;
   int decode_gpus = 0;
   bool disaggregated() const { return prefill_gpus > 0; }

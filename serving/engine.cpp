@@ -20,10 +20,21 @@ constexpr std::uint64_t kStepPredictorStream = 0x5E7E0002ULL;
 struct ServingEngine::Engine {
   Simulator sim;
   std::unique_ptr<NetworkBackend> net;  ///< the backend hardware.network_model names
+  /// Per GPU: its step replays a CUDA graph, whose kernels pay graph_kernel_us each.
+  std::vector<char> graph_mode;
   PlanExecutor exec;
-  Engine(const Cluster& cluster, const ComputeCostModel& cost)
+  Engine(const Cluster& cluster, const ComputeCostModel& cost, double graph_kernel_us)
       : net(make_network(cluster.spec().network_model, sim)),
-        exec((cluster.install(*net), sim), *net, cluster.num_gpus(), engine_hooks(cluster, cost)) {}
+        graph_mode(static_cast<std::size_t>(cluster.num_gpus()), 0),
+        exec((cluster.install(*net), sim), *net, cluster.num_gpus(), hooks(cluster, cost, graph_kernel_us)) {}
+
+  PlanExecutor::Hooks hooks(const Cluster& cluster, const ComputeCostModel& cost, double graph_kernel_us) {
+    PlanExecutor::Hooks h = engine_hooks(cluster, cost);
+    h.compute_time = [this, &cost, graph_kernel_us](const Task& t, std::span<const Op> ops) {
+      return graph_mode[static_cast<std::size_t>(t.gpu)] ? cost.ops_time(ops, graph_kernel_us) : cost.ops_time(ops);
+    };
+    return h;
+  }
 };
 
 /// A pool's schedulers and the step in flight.
@@ -43,7 +54,9 @@ struct ServingEngine::PoolState {
 };
 
 ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools, std::vector<RequestSpec> requests)
-    : setup_(std::move(setup)), pools_(pools), engine_(std::make_unique<Engine>(*setup_.cluster, *setup_.cost)) {
+    : setup_(std::move(setup)),
+      pools_(pools),
+      engine_(std::make_unique<Engine>(*setup_.cluster, *setup_.cost, setup_.scheduler.engine.graph_kernel_us)) {
   requests_.reserve(requests.size());
   for (auto& spec : requests) {
     Request r;
@@ -53,7 +66,7 @@ ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools
   const Cluster& cluster = *setup_.cluster;
   for (const ServingPool& pool : pools_) {
     auto st = std::make_unique<PoolState>();
-    for (int g = 0; g < pool.gpus; ++g)
+    for (int g = 0; g < pool.ranks(); ++g)
       st->ranks.emplace_back(setup_.scheduler, PagedKvCache(pool.kv_blocks[static_cast<std::size_t>(g)], setup_.scheduler.kv_block_tokens));
     if (pool.gpus != cluster.num_gpus()) {
       for (int g = 0; g < pool.gpus; ++g) st->gpu_of.push_back(pool.first_gpu + g);
@@ -99,18 +112,45 @@ int ServingEngine::least_loaded_rank(const PoolState& p) const {
   return best;
 }
 
-// A new request goes to the first pool (the only one, or the prefill pool), on the rank with the
-// fewest requests (SGLang's data-parallel attention router balances by load).
+std::vector<int> ServingEngine::entry_pools() const {
+  std::vector<int> out;
+  const bool to_decode = setup_.prompt_cached &&
+                         std::any_of(pools_.begin(), pools_.end(), [](const ServingPool& p) { return p.role == PoolRole::kDecode; });
+  for (int i = 0; i < static_cast<int>(pools_.size()); ++i) {
+    const PoolRole role = pools_[static_cast<std::size_t>(i)].role;
+    if (to_decode ? role == PoolRole::kDecode : role != PoolRole::kDecode) out.push_back(i);
+  }
+  return out;
+}
+
+void ServingEngine::set_graph_mode(int pool, bool on) {
+  const ServingPool& sp = pools_[static_cast<std::size_t>(pool)];
+  for (int g = 0; g < sp.gpus; ++g) engine_->graph_mode[static_cast<std::size_t>(sp.first_gpu + g)] = on ? 1 : 0;
+}
+
+// A new request goes to the rank with the fewest requests over every pool it may enter (every
+// instance's ranks, or the prefill pools'): SGLang's data-parallel attention router and the
+// engines' load balancers balance by load; ties go to the first.
 void ServingEngine::arrive(std::size_t index) {
   Request& r = requests_[index];
   r.arrived = now();
-  r.pool = 0;
-  r.rank = least_loaded_rank(*state_[0]);
-  r.gpu = pools_[0].first_gpu + r.rank;
+  int pool = -1, rank = 0;
+  std::size_t load = 0;
+  for (const int i : entry_pools()) {
+    const PoolState& st = *state_[static_cast<std::size_t>(i)];
+    const int best = least_loaded_rank(st);
+    const std::size_t l = st.ranks[static_cast<std::size_t>(best)].outstanding();
+    if (pool < 0 || l < load) pool = i, rank = best, load = l;
+  }
+  const ServingPool& sp = pools_[static_cast<std::size_t>(pool)];
+  r.pool = pool;
+  r.rank = rank;
+  r.gpu = sp.first_gpu + rank * sp.tensor_parallel;
   r.prefill_target = r.spec.prompt_tokens;
-  r.prefill_only = pools_[0].role == PoolRole::kPrefill && r.spec.output_tokens > 1;
-  state_[0]->ranks[static_cast<std::size_t>(r.rank)].enqueue(&r);
-  request_step(0);
+  if (setup_.prompt_cached) r.computed = r.spec.prompt_tokens;  // its blocks are taken at admission
+  r.prefill_only = sp.role == PoolRole::kPrefill && r.spec.output_tokens > 1;
+  state_[static_cast<std::size_t>(pool)]->ranks[static_cast<std::size_t>(rank)].enqueue(&r);
+  request_step(pool);
 }
 
 // Steps start after every other event of the tick (arrivals, completions), so simultaneous
@@ -139,22 +179,65 @@ void ServingEngine::start_step(int pool) {
   // Count-level routing when the scenario allows it (issue 13); else token by token, each token
   // known by its request and position.
   const bool by_count = setup_.count_level;
+  const EngineProfile& engine = setup_.scheduler.engine;
+  const int tp = sp.tensor_parallel;
+  shape.attention_tp = tp;
+  shape.tp_experts = !sp.expert_parallel;
   std::vector<TokenRef> tokens;
-  bool any = false;
-  for (int g = 0; g < sp.gpus; ++g) {
+  bool any = false, decode_only = true;
+  std::int64_t busiest_seqs = 0, busiest_tokens = 0;
+  for (int g = 0; g < sp.ranks(); ++g) {
     RankStep rs = p.ranks[static_cast<std::size_t>(g)].schedule(now());
     preemptions_ += rs.preemptions;
-    shape.swap_out_bytes[static_cast<std::size_t>(g)] = static_cast<double>(rs.swap_out_tokens) * kv_bytes;
-    shape.swap_in_bytes[static_cast<std::size_t>(g)] = static_cast<double>(rs.swap_in_tokens) * kv_bytes;
+    // A rank's KV cache lives on each GPU of its group; swaps are counted at its first GPU.
+    const auto home = static_cast<std::size_t>(g * tp);
+    shape.swap_out_bytes[home] = static_cast<double>(rs.swap_out_tokens) * kv_bytes;
+    shape.swap_in_bytes[home] = static_cast<double>(rs.swap_in_tokens) * kv_bytes;
     for (const ScheduledChunk& c : rs.chunks) {
-      shape.seqs[static_cast<std::size_t>(g)].push_back(SeqChunk{c.new_tokens, c.context});
+      shape.seqs[home].push_back(SeqChunk{c.new_tokens, c.context});
+      decode_only = decode_only && !c.request->prefilling() && c.new_tokens == 1;
       if (!by_count)
         for (std::int64_t j = 0; j < c.new_tokens; ++j) tokens.push_back(TokenRef{c.request->spec.id, c.context + j});
     }
     any = any || !rs.chunks.empty();
+    busiest_seqs = std::max(busiest_seqs, static_cast<std::int64_t>(rs.chunks.size()));
+    busiest_tokens = std::max(busiest_tokens, rs.new_tokens());
     p.rank_steps.push_back(std::move(rs));
   }
   if (!any) return;  // idle until an arrival or a KV hand-over
+
+  // A decode-only step whose every rank fits a captured size replays the CUDA graph of that
+  // size: each rank's batch is padded to it (padding rows run through every kernel, attending
+  // one cached position) and its kernels skip the eager launch cost. Otherwise kernels launch
+  // one by one.
+  bool graph = engine.cuda_graphs && decode_only;
+  for (int g = 0; g < sp.ranks() && graph; ++g) {
+    const std::size_t n = shape.seqs[static_cast<std::size_t>(g * tp)].size();
+    graph = n == 0 || engine.graph_size_for(static_cast<std::int64_t>(n)) > 0;
+  }
+  if (graph) {
+    for (int g = 0; g < sp.ranks(); ++g) {
+      auto& chunks = shape.seqs[static_cast<std::size_t>(g * tp)];
+      if (chunks.empty()) continue;  // an idle rank launches nothing
+      const std::int64_t pad = engine.graph_size_for(static_cast<std::int64_t>(chunks.size())) -
+                               static_cast<std::int64_t>(chunks.size());
+      // Padding rows are inserted after the rank's own (tokens are laid out rank by rank).
+      std::size_t at = 0;
+      if (!by_count)
+        for (int h = 0; h <= g; ++h) at += shape.seqs[static_cast<std::size_t>(h * tp)].size();
+      for (std::int64_t j = 0; j < pad; ++j) {
+        chunks.push_back(SeqChunk{1, 1});
+        if (!by_count)
+          tokens.insert(tokens.begin() + static_cast<std::ptrdiff_t>(at++), TokenRef{-1 - static_cast<std::int64_t>(g), j});
+      }
+    }
+  }
+  set_graph_mode(pool, graph);
+  if (engine.active()) {
+    const double host = engine.host_us(busiest_seqs, busiest_tokens) + (graph ? engine.graph_launch_us : 0.0);
+    shape.host_time = us_to_ticks(host);
+    shape.host_overlap = engine.host_overlap;
+  }
 
   p.step = p.next_step++;
   p.started = now();
@@ -225,20 +308,23 @@ void ServingEngine::produced_token(int pool, Request& r) {
 // Prefilled requests move, oldest first, to the decode GPU with the fewest requests among those
 // with room for their KV cache; the blocks are reserved before the transfer starts.
 void ServingEngine::try_transfers() {
-  const int decode = static_cast<int>(pools_.size()) - 1;
-  PoolState& d = *state_[static_cast<std::size_t>(decode)];
   while (!awaiting_transfer_.empty()) {
     Request& r = *awaiting_transfer_.front();
-    int best = -1;
-    for (int g = 0; g < static_cast<int>(d.ranks.size()); ++g) {
-      const RankScheduler& rank = d.ranks[static_cast<std::size_t>(g)];
-      if (!rank.cache().can_grow(r.spec.id, r.computed + 1)) continue;
-      if (best < 0 || rank.outstanding() < d.ranks[static_cast<std::size_t>(best)].outstanding()) best = g;
+    int best_pool = -1, best = -1;
+    for (int i = 0; i < static_cast<int>(pools_.size()); ++i) {
+      if (pools_[static_cast<std::size_t>(i)].role != PoolRole::kDecode) continue;
+      const PoolState& d = *state_[static_cast<std::size_t>(i)];
+      for (int g = 0; g < static_cast<int>(d.ranks.size()); ++g) {
+        const RankScheduler& rank = d.ranks[static_cast<std::size_t>(g)];
+        if (!rank.cache().can_grow(r.spec.id, r.computed + 1)) continue;
+        if (best < 0 || rank.outstanding() < state_[static_cast<std::size_t>(best_pool)]->ranks[static_cast<std::size_t>(best)].outstanding())
+          best_pool = i, best = g;
+      }
     }
     if (best < 0) return;  // retried when a decode request finishes
     awaiting_transfer_.erase(awaiting_transfer_.begin());
-    d.ranks[static_cast<std::size_t>(best)].cache().grow(r.spec.id, r.computed);
-    hand_over_to(r, decode, best);
+    state_[static_cast<std::size_t>(best_pool)]->ranks[static_cast<std::size_t>(best)].cache().grow(r.spec.id, r.computed);
+    hand_over_to(r, best_pool, best);
   }
 }
 
@@ -248,17 +334,18 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
   const Cluster& cluster = *setup_.cluster;
   const ModelSpec& m = *setup_.model;
   const double bytes = static_cast<double>(r.computed) * kv_cache_bytes_per_token(m);
-  const int src = cluster.gpu_endpoint(from.first_gpu + r.rank);
-  const int dst = cluster.gpu_endpoint(to.first_gpu + rank);
+  const int src_gpu = from.first_gpu + r.rank * from.tensor_parallel;
+  const int src = cluster.gpu_endpoint(src_gpu);
+  const int dst = cluster.gpu_endpoint(to.first_gpu + rank * to.tensor_parallel);
   auto graph = std::make_shared<TaskGraph>();
-  graph->transfer(src, dst, bytes, Phase::kOther, -1, {}, from.first_gpu + r.rank);
+  graph->transfer(src, dst, bytes, Phase::kOther, -1, {}, src_gpu);
   engine_->exec.submit(graph, [this, &r, decode, rank, graph](GraphId, std::vector<TaskTiming>&& timing) {
     if (transfer_observer_) transfer_observer_(*graph, timing);
     const int prefill_pool = r.pool;
     state_[static_cast<std::size_t>(prefill_pool)]->ranks[static_cast<std::size_t>(r.rank)].retire(&r);
     r.pool = decode;
     r.rank = rank;
-    r.gpu = pools_[static_cast<std::size_t>(decode)].first_gpu + rank;
+    r.gpu = pools_[static_cast<std::size_t>(decode)].first_gpu + rank * pools_[static_cast<std::size_t>(decode)].tensor_parallel;
     r.prefill_only = false;
     r.first_token = now();
     r.last_token = now();

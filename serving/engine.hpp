@@ -4,7 +4,10 @@
 // made when an event fires, Vidur-style), from its ranks' schedulers; the step planner turns it
 // into a task graph and the executor times it while other pools' steps and KV transfers run.
 // Disaggregated: a prefill pool's finished prompt moves its KV cache to a decode GPU as a flow
-// over the real topology, and the request decodes there.
+// over the real topology, and the request decodes there. An instance of the model is a pool;
+// a new request goes to the rank with the fewest requests over every pool it may enter. What the
+// engine spends outside kernels (host time, CUDA-graph padding and launches) follows the
+// scheduler config's EngineProfile.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,6 +53,9 @@ struct ServingSetup {
   std::uint64_t seed = 1;
   /// Route steps at count level (selections per (GPU, expert)): app/run_context.hpp decides.
   bool count_level = false;
+  /// workload.prompt_cached: requests arrive with their prompt already in the KV cache of the
+  /// rank that decodes them, so only decode steps run (steady-state decode measurements).
+  bool prompt_cached = false;
 };
 
 /// Runs requests through the pools until every one has finished.
@@ -89,6 +95,11 @@ class ServingEngine final : public ServingOutcome {
   void try_transfers();
   void finish_request(Request& r);
   int least_loaded_rank(const PoolState& p) const;
+  /// The pools a new request may enter: colocated or prefill pools (decode pools when prompts
+  /// are cached), in order.
+  std::vector<int> entry_pools() const;
+  /// Marks the GPUs of `pool` as replaying a CUDA graph (their kernels priced accordingly).
+  void set_graph_mode(int pool, bool on);
 
   ServingSetup setup_;
   std::vector<ServingPool>& pools_;

@@ -20,7 +20,7 @@ double attention_activation_elements(const ModelSpec& m) {
 
 MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Policy& policy,
                                const PolicyContext& ctx, const std::vector<std::int64_t>& home_tokens,
-                               const std::vector<std::int64_t>& expert_tokens) {
+                               const std::vector<std::int64_t>& expert_tokens, int tensor_parallel) {
   const int G = c.num_gpus();
   const double b = dtype_bytes(m.dtype);
   const std::vector<double> experts = policy.expert_memory_bytes(ctx);
@@ -29,8 +29,12 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Polic
   MemoryEstimate e;
   for (int g = 0; g < G; ++g) {
     const double t = static_cast<double>(home_tokens[g]);
-    e.weights.push_back(m.non_expert_params() * b + experts[g]);
-    e.kv_cache.push_back(t * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m));
+    // Megatron's split: attention, dense and shared-expert FFNs and the (vocabulary-parallel)
+    // embeddings 1/TP per GPU of the group.
+    e.weights.push_back(tensor_parallel > 1 ? m.non_expert_params() * b / tensor_parallel + experts[g]
+                                            : m.non_expert_params() * b + experts[g]);
+    e.kv_cache.push_back(tensor_parallel > 1 ? t * kv_cache_bytes_per_token_gpu(m, tensor_parallel)
+                                             : t * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m));
     // Residual stream, normed copy, attention output and QKV of the home tokens, plus the
     // received selections' input, intermediate and output rows.
     const double sel = static_cast<double>(expert_tokens[g]);

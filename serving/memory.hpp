@@ -19,10 +19,11 @@ struct MemoryEstimate {
   std::vector<double> total() const;
 };
 
-/// `expert_tokens[g]`: selections GPU g computes in its busiest layer.
+/// `expert_tokens[g]`: selections GPU g computes in its busiest layer. `tensor_parallel`: GPUs
+/// of an attention group, which split the non-expert weights and the KV heads between them.
 MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Policy& policy,
                                const PolicyContext& ctx, const std::vector<std::int64_t>& home_tokens,
-                               const std::vector<std::int64_t>& expert_tokens);
+                               const std::vector<std::int64_t>& expert_tokens, int tensor_parallel = 1);
 
 /// Tokens whose hidden states live on each GPU (contiguous blocks of the batch's sequences).
 std::vector<std::int64_t> home_tokens_of(const PrefillWorkload& w, int gpus);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
+#include "models/operators.hpp"
 #include "serving/memory.hpp"
 
 namespace moesim {
@@ -27,7 +29,10 @@ ClusterSpec pool_spec(const ClusterSpec& cluster, int first_gpu, int gpus) {
   ClusterSpec spec = cluster;
   if (gpus <= 0 || first_gpu < 0 || first_gpu + gpus > cluster.num_gpus())
     throw std::invalid_argument("a pool must be a non-empty range of the cluster's GPUs");
-  if (cluster.nodes == 1) {
+  const bool one_node = gpus <= cluster.gpus_per_node &&
+                        first_gpu / cluster.gpus_per_node == (first_gpu + gpus - 1) / cluster.gpus_per_node;
+  if (cluster.nodes == 1 || (one_node && gpus < cluster.gpus_per_node)) {
+    spec.nodes = 1;
     spec.gpus_per_node = gpus;
     // A part of one node keeps the node's wiring: PCIe switches keep their GPU count where it
     // divides the pool, else each GPU has its own.
@@ -36,24 +41,31 @@ ClusterSpec pool_spec(const ClusterSpec& cluster, int first_gpu, int gpus) {
     return spec;
   }
   if (first_gpu % cluster.gpus_per_node != 0 || gpus % cluster.gpus_per_node != 0)
-    throw std::invalid_argument("on a multi-node cluster a pool must be whole nodes");
+    throw std::invalid_argument("on a multi-node cluster a pool must be whole nodes or part of one node");
   spec.nodes = gpus / cluster.gpus_per_node;
   return spec;
 }
 
-std::vector<std::int64_t> kv_cache_blocks(const ServingPool& pool, double memory_utilization,
-                                          std::int64_t max_batched_tokens, std::int64_t block_tokens,
-                                          double kv_bytes_per_token) {
+std::vector<std::int64_t> kv_cache_blocks(const ServingPool& pool, const SchedulerConfig& config) {
   const int G = pool.gpus;
-  const std::vector<std::int64_t> home(G, max_batched_tokens);
-  const MemoryEstimate e =
-      estimate_memory(pool.ctx->model, *pool.view, *pool.policy, *pool.ctx, home, balanced_selections(pool.ctx->model, home));
-  const double capacity = memory_utilization * pool.view->spec().gpu.memory_bytes;
-  std::vector<std::int64_t> blocks(G);
+  const int tp = pool.tensor_parallel;
+  const ModelSpec& m = pool.ctx->model;
+  // A full step's new tokens per GPU: a rank's token budget, split over its group for the MoE
+  // layer (every GPU of the group holds them all in attention).
+  const std::vector<std::int64_t> home(static_cast<std::size_t>(G), config.max_batched_tokens);
+  const MemoryEstimate e = estimate_memory(m, *pool.view, *pool.policy, *pool.ctx, home, balanced_selections(m, home), tp);
+  const double memory = pool.view->spec().gpu.memory_bytes;
+  const double block_bytes = static_cast<double>(config.kv_block_tokens) * kv_cache_bytes_per_token_gpu(m, tp);
+  std::vector<std::int64_t> blocks(static_cast<std::size_t>(pool.ranks()), std::numeric_limits<std::int64_t>::max());
+  const double capacity = config.gpu_memory_utilization * memory;
   for (int g = 0; g < G; ++g) {
-    const double free = capacity - e.weights[g] - e.activations[g];
-    const double b = free / (static_cast<double>(block_tokens) * kv_bytes_per_token);
-    blocks[g] = b > 0 ? static_cast<std::int64_t>(std::floor(std::min(b, 1e15))) : 0;
+    const double w = e.weights[static_cast<std::size_t>(g)], a = e.activations[static_cast<std::size_t>(g)];
+    const double free = config.kv_cache_free_memory_fraction ? *config.kv_cache_free_memory_fraction * (memory - w - a)
+                                                             : capacity - w - a;
+    const double b = free / block_bytes;
+    const std::int64_t n = b > 0 ? static_cast<std::int64_t>(std::floor(std::min(b, 1e15))) : 0;
+    auto& rank = blocks[static_cast<std::size_t>(g / tp)];
+    rank = std::min(rank, n);
   }
   return blocks;
 }

@@ -71,13 +71,19 @@ void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget) {
 }
 
 // Waiting requests in order (preempted ones first), while the sequence limit, the budget and the
-// free blocks allow; the first that does not fit stops admission (FCFS, as vLLM).
+// free blocks allow (blocks for the next chunk, or for the whole request under reserve-full
+// admission); the first that does not fit stops admission (FCFS, as vLLM and TensorRT-LLM).
 void RankScheduler::admit_waiting(RankStep& step, std::int64_t& budget, Tick now) {
   while (!waiting_.empty() && budget > 0 && static_cast<std::int64_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
     const bool swapped = r->state == RequestState::kSwapped;
     const std::int64_t n = r->prefilling() ? prefill_chunk(*r, budget, config_.chunked_prefill) : 1;
-    if (n <= 0 || !cache_.grow(r->spec.id, r->computed + n)) break;
+    // Reserve-full admission (TensorRT-LLM's GUARANTEED_NO_EVICT) takes the blocks of the whole
+    // request now, so the request never needs another block and nothing is ever preempted.
+    const std::int64_t hold = config_.admission == Admission::kReserveFull
+                                  ? std::max(r->computed + n, r->spec.prompt_tokens + r->spec.output_tokens)
+                                  : r->computed + n;
+    if (n <= 0 || !cache_.grow(r->spec.id, hold)) break;
     if (swapped) step.swap_in_tokens += r->computed;
     waiting_.pop_front();
     r->state = RequestState::kRunning;

@@ -13,6 +13,19 @@ std::vector<std::int64_t> StepShape::home_tokens() const {
   std::vector<std::int64_t> out(seqs.size(), 0);
   for (std::size_t g = 0; g < seqs.size(); ++g)
     for (const SeqChunk& c : seqs[g]) out[g] += c.new_tokens;
+  if (!grouped() || tp_experts) return out;
+  // Expert parallel behind tensor-parallel attention: after the all-reduce every GPU of a group
+  // holds the group's tokens, and each takes an even, contiguous share into the MoE layer.
+  const auto T = static_cast<std::size_t>(attention_tp);
+  for (std::size_t first = 0; first + T <= out.size(); first += T) {
+    std::int64_t n = 0;
+    for (std::size_t i = 0; i < T; ++i) n += out[first + i];
+    const auto t = static_cast<std::int64_t>(T);
+    for (std::size_t i = 0; i < T; ++i) {
+      const auto k = static_cast<std::int64_t>(i);
+      out[first + i] = (k + 1) * n / t - k * n / t;
+    }
+  }
   return out;
 }
 
@@ -56,9 +69,14 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
       ctx_(ctx),
       step_(step),
       home_tokens_(shape.home_tokens()),
-      tensor_parallel_(shape.tensor_parallel_attention) {
+      tensor_parallel_(shape.tensor_parallel_attention),
+      group_tp_(shape.attention_tp),
+      grouped_(shape.grouped()),
+      tp_experts_(shape.tp_experts) {
   const int G = ctx.cluster.num_gpus();
   if (static_cast<int>(shape.seqs.size()) != G) throw std::logic_error("plan_step: one sequence list per GPU expected");
+  if (grouped_ && (tensor_parallel_ || group_tp_ < 1 || G % group_tp_ != 0))
+    throw std::logic_error("plan_step: attention groups must tile the GPUs");
   if (tensor_parallel_) {
     // After the all-reduce every GPU holds every token; each takes an even, contiguous share of
     // them into the MoE layer (MoE-GPS §2: "token placement is completely random after scatter",
@@ -68,9 +86,35 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
   }
   for (int g = 0; g < G; ++g) token_home_.insert(token_home_.end(), static_cast<std::size_t>(home_tokens_[g]), g);
   last_.resize(G);
-  for (int g = 0; g < G; ++g) last_[g] = add_swaps(plan, ctx, shape, g, plan.join({}, Phase::kOther, -1));
+  for (int g = 0; g < G; ++g) {
+    TaskId root = plan.join({}, Phase::kOther, -1);
+    if (shape.host_time > 0) {
+      // The engine's host work (scheduling, input preparation, sampling), shown on every GPU it
+      // holds up; overlapped, it runs beside the step, which ends when both have.
+      const TaskId dep[] = {root};
+      const TaskId host = plan.delay(shape.host_time, Phase::kSchedule, -1, dep, g);
+      if (!shape.host_overlap) root = host;
+    }
+    last_[g] = add_swaps(plan, ctx, shape, g, root);
+  }
   // Attention ops depend only on the GPU's chunks, the same in every layer: built once.
   attention_.resize(G);
+  if (grouped_) {
+    slice_ = tensor_parallel_slice(ctx.model, group_tp_);
+    for (int k = 0; k * group_tp_ < G; ++k) {
+      std::vector<SeqChunk> chunks;
+      for (int i = 0; i < group_tp_; ++i) {
+        const auto& c = shape.seqs[static_cast<std::size_t>(k * group_tp_ + i)];
+        chunks.insert(chunks.end(), c.begin(), c.end());
+      }
+      std::int64_t n = 0;
+      for (const SeqChunk& c : chunks) n += c.new_tokens;
+      group_tokens_.push_back(n);
+      const std::vector<Op> ops = attention_step_ops(slice_, chunks);
+      for (int i = 0; i < group_tp_; ++i) attention_[static_cast<std::size_t>(k * group_tp_ + i)] = ops;
+    }
+    return;
+  }
   if (tensor_parallel_) {
     attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G));
     return;
@@ -98,6 +142,7 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
       last_[g] = plan.delay(ms_to_ticks(f.overhead_ms), Phase::kPredict, layer, dep, g);
     }
   }
+  if (grouped_) return add_grouped_layer(plan, layer, moe, routing, f);
   std::vector<TaskId> attn = tensor_parallel_ ? add_tensor_parallel_attention(plan, layer) : std::vector<TaskId>(G);
   for (int g = 0; g < G && !tensor_parallel_; ++g) {
     const TaskId dep[] = {last_[g]};
@@ -159,6 +204,123 @@ std::vector<TaskId> StepBuilder::add_tensor_parallel_attention(TaskGraph& plan, 
   const TaskId reduced = add_ring_all_reduce(plan, ctx_.cluster, gpus, static_cast<double>(T) * token_bytes,
                                              Phase::kCollective, layer, attn);
   return std::vector<TaskId>(static_cast<std::size_t>(G), reduced);
+}
+
+std::vector<int> StepBuilder::group_gpus(int k) const {
+  std::vector<int> gpus(static_cast<std::size_t>(group_tp_));
+  std::iota(gpus.begin(), gpus.end(), k * group_tp_);
+  return gpus;
+}
+
+// One layer of a deployment with attention groups of T GPUs (vLLM, SGLang and TensorRT-LLM's
+// tensor parallelism, Megatron-LM's split): every GPU of a group runs 1/T of the heads over the
+// group's tokens, and a ring all-reduce sums the attention output. A dense FFN (and a MoE block
+// with tensor-parallel experts) is split 1/T over the same group, every GPU computing on every
+// token of the group, and a second all-reduce sums it. With expert parallelism the policy takes
+// each GPU's even share of its group's tokens over the whole pool; the shares come back to
+// their GPUs, and the next layer's heads first all-gather the group's tokens.
+const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer, bool moe, const LayerRouting* routing,
+                                                     const Forecast& f) {
+  const ModelSpec& m = ctx_.model;
+  const Cluster& cluster = ctx_.cluster;
+  const int G = cluster.num_gpus();
+  const int T = group_tp_;
+  const int groups = G / T;
+  const double tb = token_bytes(m);
+  // Sums a group's partial results: a ring all-reduce of its tokens' hidden states (a no-op on
+  // one GPU); every GPU of the group continues from it.
+  const auto all_reduce = [&](int k, std::span<const TaskId> deps, Phase phase) {
+    const std::vector<int> gpus = group_gpus(k);
+    const TaskId done = T > 1 ? add_ring_all_reduce(plan, cluster, gpus, static_cast<double>(group_tokens_[k]) * tb,
+                                                   phase, layer, deps)
+                              : deps[0];
+    for (int i = 0; i < T; ++i) last_[static_cast<std::size_t>(k * T + i)] = done;
+  };
+  for (int k = 0; k < groups; ++k) {
+    const auto first = static_cast<std::size_t>(k * T);
+    if (group_tokens_[static_cast<std::size_t>(k)] == 0) continue;
+    std::vector<TaskId> start(last_.begin() + static_cast<std::ptrdiff_t>(first),
+                              last_.begin() + static_cast<std::ptrdiff_t>(first) + T);
+    if (split_ && T > 1) {
+      // NCCL's all-gather takes equal contributions: each share padded to the group's largest.
+      const auto share = *std::max_element(home_tokens_.begin() + static_cast<std::ptrdiff_t>(first),
+                                           home_tokens_.begin() + static_cast<std::ptrdiff_t>(first) + T);
+      const TaskId gathered = add_ring_all_gather(plan, cluster, group_gpus(k), static_cast<double>(share) * tb,
+                                                  Phase::kCollective, layer, start);
+      start.assign(static_cast<std::size_t>(T), gathered);
+    }
+    std::vector<TaskId> attn(static_cast<std::size_t>(T));
+    for (int i = 0; i < T; ++i) {
+      const TaskId dep[] = {start[static_cast<std::size_t>(i)]};
+      attn[static_cast<std::size_t>(i)] =
+          plan.compute(k * T + i, Phase::kAttention, layer, attention_[first + static_cast<std::size_t>(i)], dep);
+    }
+    all_reduce(k, attn, Phase::kCollective);
+  }
+  split_ = false;
+  if (!moe) {
+    for (int k = 0; k < groups; ++k) {
+      const std::int64_t n = group_tokens_[static_cast<std::size_t>(k)];
+      if (n == 0) continue;
+      std::vector<TaskId> ffn(static_cast<std::size_t>(T));
+      for (int i = 0; i < T; ++i) {
+        const TaskId dep[] = {last_[static_cast<std::size_t>(k * T + i)]};
+        ffn[static_cast<std::size_t>(i)] = plan.compute(k * T + i, Phase::kDense, layer, dense_ffn_ops(slice_, n), dep);
+      }
+      all_reduce(k, ffn, Phase::kCollective);
+    }
+    return nullptr;
+  }
+  MoeLayerInput in;
+  in.layer = layer;
+  in.moe_index = moe_index_++;
+  in.batch = step_;
+  in.routing = routing;
+  in.forecast = &f;
+  in.token_home = &token_home_;
+  in.home_tokens = home_tokens_;
+  if (tp_experts_) {
+    // Selections per expert of each group (its tokens are routed from its first GPU).
+    std::vector<std::vector<std::int64_t>> per_expert(static_cast<std::size_t>(groups),
+                                                      std::vector<std::int64_t>(static_cast<std::size_t>(m.experts), 0));
+    for_each_selection(*routing, token_home_, [&](int src, int e, std::int64_t n) {
+      per_expert[static_cast<std::size_t>(src / T)][static_cast<std::size_t>(e)] += n;
+    });
+    moe_out_ = MoeLayerOutput{};
+    moe_out_.gpu_tokens.assign(static_cast<std::size_t>(G), 0);
+    for (int k = 0; k < groups; ++k) {
+      const std::int64_t n = group_tokens_[static_cast<std::size_t>(k)];
+      if (n == 0) continue;
+      std::vector<TaskId> block(static_cast<std::size_t>(T));
+      for (int i = 0; i < T; ++i) {
+        const int g = k * T + i;
+        std::vector<Op> ops = router_ops(m, n);
+        for (Op& op : sharded_expert_ops(m, per_expert[static_cast<std::size_t>(k)], T, true)) ops.push_back(std::move(op));
+        for (Op& op : shared_expert_ops(slice_, n)) ops.push_back(std::move(op));
+        for (Op& op : combine_ops(m, n)) ops.push_back(std::move(op));
+        const TaskId dep[] = {last_[static_cast<std::size_t>(g)]};
+        block[static_cast<std::size_t>(i)] = plan.compute(g, Phase::kExperts, layer, ops, dep);
+        moe_out_.gpu_tokens[static_cast<std::size_t>(g)] = n * m.top_k;
+      }
+      all_reduce(k, block, Phase::kCombine);
+    }
+    moe_out_.done = last_;
+    return &moe_out_;
+  }
+  in.layer_start = last_;
+  in.ready.resize(static_cast<std::size_t>(G));
+  for (int g = 0; g < G; ++g) {
+    const TaskId dep[] = {last_[static_cast<std::size_t>(g)]};
+    const std::int64_t n = home_tokens_[static_cast<std::size_t>(g)];
+    in.ready[static_cast<std::size_t>(g)] =
+        n > 0 ? plan.compute(g, Phase::kRouter, layer, router_ops(m, n), dep) : plan.join(dep, Phase::kRouter, layer);
+  }
+  moe_out_ = policy_.build_moe_layer(plan, ctx_, in);
+  if (static_cast<int>(moe_out_.done.size()) != G)
+    throw std::logic_error("policy returned the wrong number of per-GPU outputs");
+  last_ = moe_out_.done;
+  split_ = T > 1;
+  return &moe_out_;
 }
 
 StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,

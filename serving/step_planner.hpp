@@ -26,7 +26,24 @@ struct StepShape {
   std::vector<double> swap_in_bytes;        ///< per GPU (empty: none)
   /// Attention tensor-parallel over all GPUs (StepBuilder); false: data-parallel over `seqs`.
   bool tensor_parallel_attention = false;
-  /// Tokens per GPU: the sum of its chunks' new tokens.
+  /// A deployment's tensor_parallel: attention groups of this many consecutive GPUs. A group's
+  /// chunks are listed at its first GPU; every GPU of the group runs 1/tp of the heads over all
+  /// of them, and an all-reduce of the hidden state follows. 1 (and tp_experts false): attention
+  /// data-parallel over `seqs`, as before deployments had groups.
+  int attention_tp = 1;
+  /// The MoE block tensor-parallel inside each attention group (every expert sharded 1/tp, an
+  /// all-reduce after the block; deployment.expert_parallel: false) instead of the policy's
+  /// expert parallelism over the pool.
+  bool tp_experts = false;
+  /// The engine's host time for the step (serving/engine_profile.hpp): before the first layer,
+  /// or, with host_overlap, alongside the step (the step then lasts the longer of the two).
+  Tick host_time = 0;
+  bool host_overlap = false;
+  /// True when attention runs in groups (attention_tp > 1 or tp_experts).
+  bool grouped() const { return attention_tp > 1 || tp_experts; }
+  /// Tokens per GPU entering the MoE layers: the sum of its chunks' new tokens; in groups, a
+  /// group's tokens split evenly over its GPUs (expert parallel), or all at its first GPU (the
+  /// routing source of tensor-parallel experts, which every GPU of the group computes on).
   std::vector<std::int64_t> home_tokens() const;
 };
 
@@ -64,6 +81,11 @@ class StepBuilder {
   /// Tensor-parallel attention of `layer` on every GPU: (all-gather,) heads, ring all-reduce.
   /// Returns, per GPU, the task after which its share of the tokens is ready for the router.
   std::vector<TaskId> add_tensor_parallel_attention(TaskGraph& plan, int layer);
+  /// A layer of a deployment with attention groups (StepShape::grouped()).
+  const MoeLayerOutput* add_grouped_layer(TaskGraph& plan, int layer, bool moe, const LayerRouting* routing,
+                                          const Forecast& forecast);
+  /// GPUs of attention group k.
+  std::vector<int> group_gpus(int k) const;
 
   Policy& policy_;
   const PolicyContext& ctx_;
@@ -72,6 +94,12 @@ class StepBuilder {
   std::vector<int> token_home_;              ///< GPU of each token, tokens laid out GPU by GPU
   std::vector<std::vector<Op>> attention_;   ///< per GPU: the same in every layer
   bool tensor_parallel_ = false;             ///< attention tensor-parallel (see the file comment)
+  int group_tp_ = 1;                         ///< attention group size (StepShape::attention_tp)
+  bool grouped_ = false;                     ///< StepShape::grouped()
+  bool tp_experts_ = false;                  ///< StepShape::tp_experts
+  bool split_ = false;                       ///< groups' tokens left split over their GPUs by the last layer
+  std::vector<std::int64_t> group_tokens_;   ///< new tokens per attention group
+  ModelSpec slice_;                          ///< one GPU's share of the model under group_tp_
   std::vector<TaskId> last_;                 ///< per GPU: hidden states ready for the next layer
   int layer_ = 0;
   int moe_index_ = 0;

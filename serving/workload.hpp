@@ -49,6 +49,7 @@ struct ServingWorkload {
   ArrivalSpec arrival;
   LengthDist prompt;
   LengthDist output;
+  bool prompt_cached = false;  ///< prompts already in the KV cache: decode steps only
 };
 
 /// One request as the workload defines it. Ids are 0.. in arrival order.

@@ -367,6 +367,57 @@ TEST(ScenarioServing, DeploymentPoolsMustFitTheCluster) {
   expect_error(t, 10, "prefill_gpu:", "did you mean 'prefill_gpus'");
 }
 
+TEST(ScenarioServing, DeploymentLayoutsAreCheckedAtTheirKeys) {
+  // Mixtral: 32 heads; 2 DGX A100 nodes of 8 GPUs.
+  std::string t = serving("poisson", "512", "128", "deployment:\n  tensor_parallel: 3\n");
+  expect_error(t, 11, "3", "tensor_parallel (3) must divide the model's 32 attention heads");
+  expect_error(t, 11, "3", "must divide the GPUs of a node (8)");
+  t = serving("poisson", "512", "128", "deployment: {tensor_parallel: 4, data_parallel: 2, instances: 3}\n");
+  expect_error(t, 10, "3}", "tensor_parallel x data_parallel x instances (4 x 2 x 3) needs more GPUs than the 16 it has");
+  t = serving("poisson", "512", "128", "deployment: {tensor_parallel: 2, data_parallel: many}\n");
+  expect_error(t, 10, "many}", "'data_parallel' must be auto or a whole number");
+  t = serving("poisson", "512", "128", "deployment: {tensor_parallel: 4, data_parallel: 3}\n");
+  expect_error(t, 10, "3}", "an instance of 12 GPUs is neither part of one node nor whole nodes");
+  t = serving("poisson", "512", "128", "deployment: {expert_parallel: false}\npolicy: eplb\n");
+  expect_error(t, 11, "eplb", "policy 'eplb' needs expert parallelism");
+  EXPECT_TRUE(errors_of(serving("poisson", "512", "128", "deployment: {expert_parallel: false}\npolicy: tp-experts\n")).empty());
+  t = serving("poisson", "512", "128", "deployment: {prefill_gpus: 8, decode_gpus: 8, tensor_parallel: 2}\n");
+  expect_error(t, 10, "2}", "'tensor_parallel' applies to a colocated deployment");
+  // Resolution: instances auto fills the cluster with TP x DP instances.
+  const Scenario s = load_scenario_text(
+      serving("poisson", "512", "128", "deployment: {tensor_parallel: 2, data_parallel: 2}\n"), "s.yaml");
+  EXPECT_EQ(s.deployment.colocated.instances, 4);
+  const Scenario d = load_scenario_text(serving("poisson", "512", "128", ""), "d.yaml");
+  EXPECT_EQ(d.deployment.colocated.data_parallel, 16);
+  EXPECT_EQ(d.deployment.colocated.instances, 1);
+  const Scenario p = load_scenario_text(
+      serving("poisson", "512", "128",
+              "deployment:\n  prefill: {gpus: 8, tensor_parallel: 8}\n  decode: {gpus: 8, data_parallel: 8}\n"),
+      "p.yaml");
+  EXPECT_EQ(p.deployment.prefill_gpus, 8);
+  EXPECT_EQ(p.deployment.prefill.tensor_parallel, 8);
+  EXPECT_EQ(p.deployment.prefill.instances, 1);
+  EXPECT_EQ(p.deployment.decode.data_parallel, 8);
+}
+
+TEST(ScenarioServing, EngineProfilesGiveTheSchedulerDefaults) {
+  const Scenario none = load_scenario_text(serving("poisson", "512", "128", ""), "n.yaml");
+  EXPECT_EQ(none.serving.engine.name, "none");
+  EXPECT_EQ(none.serving.max_num_seqs, 256);
+  const Scenario trt = load_scenario_text(serving("poisson", "512", "128", "serving: {engine: trtllm}\n"), "t.yaml");
+  EXPECT_EQ(trt.serving.admission, Admission::kReserveFull);
+  EXPECT_TRUE(trt.serving.kv_cache_free_memory_fraction.has_value());
+  const Scenario own = load_scenario_text(
+      serving("poisson", "512", "128", "serving: {engine: {preset: vllm, host_step_us: 50}, max_num_seqs: 64}\n"), "o.yaml");
+  EXPECT_EQ(own.serving.max_num_seqs, 64);
+  EXPECT_DOUBLE_EQ(own.serving.engine.host_step_us, 50.0);
+  EXPECT_TRUE(own.serving.engine.cuda_graphs);
+  std::string t = serving("poisson", "512", "128", "serving:\n  engine: {preset: vllm, graph_batch_sizes: [8, 4]}\n");
+  expect_error(t, 11, "[8", "'graph_batch_sizes' must be ascending");
+  t = serving("poisson", "512", "128", "serving:\n  engine: sglangg\n");
+  expect_error(t, 11, "sglangg", "did you mean 'sglang'");
+}
+
 TEST(ScenarioServing, SchedulerKeysAreValidated) {
   std::string t = serving("poisson", "512", "128", "serving:\n  gpu_memory_utilization: 0\n  preemption: swapp\n");
   expect_error(t, 11, "0", "'gpu_memory_utilization' must be in (0, 1]");

@@ -376,8 +376,8 @@ TEST(ServingLaws, MhaHoldsFewerTokensAndPreemptsMoreThanGqa) {
       load_scenario_text(scenario_text(workload, serving), "mha.yaml", {"model.attention.kind=mha", "model.attention.kv_heads=32"});
   ASSERT_DOUBLE_EQ(kv_cache_bytes_per_token(mha.model), 4.0 * kv_cache_bytes_per_token(gqa.model));
   const ServingRun a = serve(gqa), b = serve(mha);
-  const auto blocks_a = a.metrics["pools"][0]["kv_blocks_per_gpu"].get<std::vector<std::int64_t>>();
-  const auto blocks_b = b.metrics["pools"][0]["kv_blocks_per_gpu"].get<std::vector<std::int64_t>>();
+  const auto blocks_a = a.metrics["pools"][0]["kv_blocks_per_rank"].get<std::vector<std::int64_t>>();
+  const auto blocks_b = b.metrics["pools"][0]["kv_blocks_per_rank"].get<std::vector<std::int64_t>>();
   ASSERT_EQ(blocks_a.size(), 8u);
   const std::int64_t pa = a.metrics["preemptions"].get<std::int64_t>(), pb = b.metrics["preemptions"].get<std::int64_t>();
   std::printf("KV blocks per GPU: GQA %lld, MHA %lld; preemptions: GQA %lld, MHA %lld\n", static_cast<long long>(blocks_a[0]),

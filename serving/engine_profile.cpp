@@ -1,0 +1,151 @@
+#include "serving/engine_profile.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace moesim {
+
+std::int64_t EngineProfile::graph_size_for(std::int64_t batch) const {
+  if (!cuda_graphs || batch <= 0) return 0;
+  const auto it = std::lower_bound(graph_batch_sizes.begin(), graph_batch_sizes.end(), batch);
+  return it == graph_batch_sizes.end() ? 0 : *it;
+}
+
+double EngineProfile::host_us(std::int64_t seqs, std::int64_t tokens) const {
+  return host_step_us + host_per_seq_us * static_cast<double>(seqs) + host_per_token_us * static_cast<double>(tokens);
+}
+
+namespace {
+
+std::vector<std::int64_t> sizes(std::initializer_list<std::int64_t> head, std::int64_t from, std::int64_t to,
+                                std::int64_t step) {
+  std::vector<std::int64_t> out(head);
+  for (std::int64_t b = from; b <= to; b += step) out.push_back(b);
+  return out;
+}
+
+EngineProfile none() {
+  EngineProfile e;
+  e.source = "no engine costs: kernels and collectives only (moesim before engine profiles)";
+  return e;
+}
+
+// vLLM V1. Scheduler defaults: vllm/engine/arg_utils.py (_set_default_args_v1: 8192 batched
+// tokens and 1024 sequences for the API server on GPUs with >= 70 GiB); CUDA graph capture
+// sizes: vllm/config.py (CompilationConfig: [1, 2, 4] + range(8, 513, 8) up to
+// max_capture_size 512); larger or mixed batches run eagerly (piecewise graphs aside).
+// Chunked prefill on; the V1 scheduler schedules running requests (decodes) before waiting
+// ones within the token budget (vllm/v1/core/sched/scheduler.py), as RankScheduler does.
+EngineProfile vllm() {
+  EngineProfile e;
+  e.name = "vllm";
+  e.cuda_graphs = true;
+  e.graph_batch_sizes = sizes({1, 2, 4}, 8, 512, 8);
+  e.max_num_seqs = 1024;
+  e.max_batched_tokens = 8192;
+  e.chunked_prefill = true;
+  e.admission = "on-demand";
+  e.gpu_memory_utilization = 0.9;
+  e.source = "vLLM V1 (v0.9): vllm/engine/arg_utils.py, vllm/config.py, vllm/v1/core/sched/scheduler.py";
+  return e;
+}
+
+// SGLang (v0.4-v0.5): the overlap scheduler is on by default (python/sglang/srt/server_args.py,
+// disable_overlap_schedule = False): the CPU prepares batch n+1 while batch n runs; CUDA graphs
+// for decode batches up to cuda_graph_max_bs; chunked_prefill_size 8192 on large GPUs;
+// mem_fraction_static ~0.88 of GPU memory for weights and the KV pool.
+EngineProfile sglang() {
+  EngineProfile e;
+  e.name = "sglang";
+  e.host_overlap = true;
+  e.cuda_graphs = true;
+  e.graph_batch_sizes = sizes({1, 2, 4, 8, 12}, 16, 256, 8);
+  e.max_num_seqs = 4096;
+  e.max_batched_tokens = 8192;
+  e.chunked_prefill = true;
+  e.admission = "on-demand";
+  e.gpu_memory_utilization = 0.88;
+  e.source = "SGLang v0.4-v0.5: python/sglang/srt/server_args.py, python/sglang/srt/model_executor/cuda_graph_runner.py";
+  return e;
+}
+
+// TensorRT-LLM (0.17, TensorRT engine path of trtllm-bench): in-flight batching with the
+// GUARANTEED_NO_EVICT capacity scheduler (blocks for the whole request reserved at admission),
+// KV cache in kv_cache_free_gpu_mem_fraction of the memory left after the engine's weights and
+// activations; chunked context; no CUDA graph replay by default (kernels launched by the
+// TensorRT runtime).
+EngineProfile trtllm() {
+  EngineProfile e;
+  e.name = "trtllm";
+  e.cuda_graphs = false;
+  e.max_num_seqs = 2048;
+  e.max_batched_tokens = 8192;
+  e.chunked_prefill = true;
+  e.admission = "reserve-full";
+  e.kv_cache_free_memory_fraction = 0.9;
+  e.source = "TensorRT-LLM 0.17: tensorrt_llm/bench (trtllm-bench), cpp/include/tensorrt_llm/executor/types.h";
+  return e;
+}
+
+std::string list_text(const std::vector<std::int64_t>& v) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << ']';
+  return os.str();
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(12);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+Registry<EngineProfile>& engine_profiles() {
+  static Registry<EngineProfile> r = [] {
+    Registry<EngineProfile> reg("serving engine");
+    reg.add("none", "no engine step costs: the model's kernels and collectives only", none());
+    reg.add("vllm", "vLLM V1: decode-first token budget, CUDA graphs up to 512, on-demand KV blocks", vllm());
+    reg.add("sglang", "SGLang: overlap scheduler hides host time, CUDA graphs up to 256, on-demand KV", sglang());
+    reg.add("trtllm", "TensorRT-LLM: in-flight batching, whole-request KV reservation (no eviction)", trtllm());
+    return reg;
+  }();
+  return r;
+}
+
+std::vector<ParamSpec> engine_profile_specs(const EngineProfile& b) {
+  auto f = [](const std::string& name, double def, const std::string& unit, const std::string& help, double max) {
+    return ParamSpec{name, ParamType::kFloat, num(def), unit, help, 0.0, max, {}};
+  };
+  const auto flag = [](const std::string& name, bool def, const std::string& help) {
+    return ParamSpec{name, ParamType::kBool, def ? "true" : "false", "", help, {}, {}, {}};
+  };
+  return {
+      ParamSpec{"preset", ParamType::kString, b.name, "", "engine whose defaults apply", {}, {}, engine_profiles().names()},
+      f("host_step_us", b.host_step_us, "us", "host time of every step (scheduling, input preparation, sampling)", 1e7),
+      f("host_per_seq_us", b.host_per_seq_us, "us", "host time per sequence in the step (busiest rank)", 1e6),
+      f("host_per_token_us", b.host_per_token_us, "us", "host time per new token in the step (busiest rank)", 1e6),
+      flag("host_overlap", b.host_overlap, "host work of the next step overlaps this step's GPU work"),
+      flag("cuda_graphs", b.cuda_graphs, "decode-only steps within the captured sizes replay a CUDA graph"),
+      ParamSpec{"graph_batch_sizes", ParamType::kIntList, list_text(b.graph_batch_sizes), "sequences",
+                "captured decode batch sizes per rank, ascending (a batch is padded to the next one)", 1.0, 1e6, {}},
+      f("graph_launch_us", b.graph_launch_us, "us", "host time of one graph launch (graph steps)", 1e6),
+      f("graph_kernel_us", b.graph_kernel_us, "us", "per-kernel overhead inside a replayed graph (eager: gpu.kernel_launch_us)", 1e6),
+  };
+}
+
+void apply_engine_params(const ParamSet& p, EngineProfile& e) {
+  e.host_step_us = p.get_float("host_step_us");
+  e.host_per_seq_us = p.get_float("host_per_seq_us");
+  e.host_per_token_us = p.get_float("host_per_token_us");
+  e.host_overlap = p.get_bool("host_overlap");
+  e.cuda_graphs = p.get_bool("cuda_graphs");
+  e.graph_batch_sizes = p.get_int_list("graph_batch_sizes");
+  e.graph_launch_us = p.get_float("graph_launch_us");
+  e.graph_kernel_us = p.get_float("graph_kernel_us");
+}
+
+}  // namespace moesim

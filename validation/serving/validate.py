@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Run every validation scenario through moesim and compare it with what the real engines measured.
+
+Reads validation/serving/cases.json (written by make_scenarios.py), runs
+`moesim run SCENARIO --out results/validation/<id> -q --jobs 1` for each case that has a scenario,
+several at once, and writes validation/serving/results.md: one row per (case, metric) with the
+measured value, moesim's and the signed error (moesim - measured) / measured, then the median and
+mean |error| per metric (per model and overall) against the issue's targets. It also rewrites the
+block of README.md between `<!-- validation:begin -->` and `<!-- validation:end -->`.
+
+Skipped cases and failed runs stay in the table with their reason. The exit status is non-zero
+only when a run failed (or moesim is missing), never for a miss against a target.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CASES_PATH = HERE / "cases.json"
+RESULTS_MD = HERE / "results.md"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- validation:begin -->", "<!-- validation:end -->"
+
+# The issue's targets (|error| in %), by metric. A metric without a target is still tabulated.
+TARGETS = {
+    "output_throughput": 10.0,
+    "output_throughput_per_gpu": 10.0,
+    "tpot_mean": 15.0,
+    "tpot_p99": 15.0,
+    "ttft_mean": 25.0,
+    "ttft_p99": 25.0,
+}
+TARGET_NAMES = {10.0: "output throughput <= 10%", 15.0: "TPOT <= 15%", 25.0: "TTFT <= 25%"}
+METRIC_ORDER = ["output_throughput", "output_throughput_per_gpu", "total_token_throughput",
+                "total_token_throughput_per_gpu", "output_throughput_per_user", "request_latency_mean",
+                "tpot_mean", "tpot_p99", "ttft_mean", "ttft_p99"]
+
+
+def dist(m: dict, key: str, stat: str) -> float | None:
+    d = m.get(key)
+    return d.get(stat) if isinstance(d, dict) else None
+
+
+def simulated(metric: str, m: dict, case: dict) -> tuple[float | None, str]:
+    """moesim's value for a measured metric from a run's metrics, and a note (why none, or how derived)."""
+    out = m.get("throughput_tokens_per_s")
+    inp = m.get("input_throughput_tokens_per_s")
+    gpus = case["num_gpus"]
+    if metric == "output_throughput":
+        return out, ""
+    if metric == "output_throughput_per_gpu":
+        return (out / gpus if out is not None else None), f"throughput_tokens_per_s / {gpus} GPUs"
+    if metric == "total_token_throughput":
+        return (out + inp if None not in (out, inp) else None), "output + input throughput"
+    if metric == "total_token_throughput_per_gpu":
+        return ((out + inp) / gpus if None not in (out, inp) else None), f"(output + input throughput) / {gpus} GPUs"
+    if metric == "request_latency_mean":
+        return dist(m, "e2e_ms", "mean"), "e2e_ms.mean"
+    if metric == "output_throughput_per_user" and "trtllm-bench" in case["framework"]:
+        # trtllm-bench's per-user output throughput includes the context phase ("[w/ ctx]"): a
+        # request's output tokens over its latency. Approximated with the mean latency.
+        e2e = dist(m, "e2e_ms", "mean")
+        osl = case["output_tokens"]
+        return (osl * 1000.0 / e2e if e2e else None), "derived: OSL x 1000 / e2e_ms.mean"
+    mm = re.fullmatch(r"(ttft|tpot|itl)_(mean|p50|p90|p99)", metric)
+    if mm:
+        return dist(m, f"{mm.group(1)}_ms", mm.group(2)), ""
+    return None, "not simulated"
+
+
+def run_case(moesim: str, case: dict, out_dir: str, timeout: float | None) -> dict:
+    """Run one scenario (in a worker process); returns status, seconds, stderr's first line."""
+    t0 = time.monotonic()
+    scenario = case["scenario"]
+    cmd = [moesim, "run", scenario, "--out", out_dir, "-q", "--jobs", "1"]
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = -1, f"timed out after {timeout:g} s"
+    except OSError as e:
+        rc, err = -1, str(e)
+    first = next((line.strip() for line in err.splitlines() if line.strip()), "")
+    if first.startswith(scenario + ":"):  # file:line:col: error: ... -> line:col: error: ...
+        first = first[len(scenario) + 1:]
+    if len(first) > 200:
+        first = first[:197] + "..."
+    ok = rc == 0 and (ROOT / out_dir / "result.json").is_file()
+    if rc == 0 and not ok:
+        first = "no result.json written"
+    return {"id": case["id"], "ok": ok, "rc": rc, "seconds": time.monotonic() - t0,
+            "error": first or f"exit status {rc}"}
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return ""
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def fmt_measured(v: float) -> str:
+    return f"{v:g}" if abs(v) < 1e6 else f"{v:.0f}"
+
+
+def md_cell(s: object) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[object]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def summary(records: list[dict]) -> list[str]:
+    """Median and mean |error| per metric, per model (and GPU) and over all of them, beside the targets."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        if r["error"] is None:
+            continue
+        groups.setdefault((r["metric"], r["model"]), []).append(abs(r["error"]))
+        groups.setdefault((r["metric"], "all models"), []).append(abs(r["error"]))
+    metrics = sorted({m for m, _ in groups}, key=lambda m: (METRIC_ORDER.index(m) if m in METRIC_ORDER else 99, m))
+    rows = []
+    for metric in metrics:
+        models = sorted(mod for m, mod in groups if m == metric and mod != "all models")
+        for model in models + ["all models"]:
+            if model == "all models" and len(models) == 1:
+                continue  # the same numbers again
+            errs = groups[(metric, model)]
+            med, mean = statistics.median(errs), statistics.fmean(errs)
+            target = TARGETS.get(metric)
+            met = "" if target is None else ("yes" if med <= target else "no")
+            name = f"**{model}**" if model == "all models" else model
+            rows.append([metric, name, len(errs), f"{med:.1f}", f"{mean:.1f}",
+                         f"<= {target:g}" if target is not None else "", met])
+    return table(["metric", "model, GPU", "cases", "median \\|error\\| %", "mean \\|error\\| %", "target %",
+                  "met (median)"], rows)
+
+
+def write_readme(summary_lines: list[str], counts: str) -> None:
+    if not README.is_file():
+        print(f"warning: {README} not found; README not updated", file=sys.stderr)
+        return
+    text = README.read_text()
+    if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
+        print(f"warning: README.md lacks the markers {BEGIN} ... {END}; README not updated", file=sys.stderr)
+        return
+    block = "\n".join([BEGIN, "", counts, "",
+                       "Median and mean |error| of moesim against the measured runs (per case: "
+                       "[validation/serving/results.md](validation/serving/results.md); "
+                       "regenerate with `make validate`):", "", *summary_lines, "", END])
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    new = head + block + tail
+    if new != text:
+        README.write_text(new)
+        print("README.md validation block updated")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--moesim", default="./build/moesim", help="the moesim binary (default ./build/moesim)")
+    ap.add_argument("--only", metavar="REGEX", help="only cases whose id matches (re.search); the table then "
+                    "goes to results/validation/results.md and README.md is left alone")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="scenarios run at once (default: CPUs)")
+    ap.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    ap.add_argument("--cases", type=Path, default=CASES_PATH, help="cases.json (default: the generated one)")
+    ap.add_argument("--results-dir", default="results/validation", help="run outputs, relative to the repository")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep a case's result.json when it is newer than its scenario and the binary")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per run (default: none)")
+    args = ap.parse_args()
+
+    moesim = str(Path(args.moesim).resolve()) if os.sep in args.moesim else args.moesim
+    if os.sep in args.moesim and not os.access(moesim, os.X_OK):
+        print(f"error: {args.moesim} is not an executable (build it: make build)", file=sys.stderr)
+        return 2
+    doc = json.loads(args.cases.read_text())
+    cases = [c for c in doc["cases"] if not args.only or re.search(args.only, c["id"])]
+    if not cases:
+        print(f"error: no case matches {args.only!r}", file=sys.stderr)
+        return 2
+
+    to_run = []
+    for c in cases:
+        if "scenario" not in c:
+            continue
+        out = f"{args.results_dir}/{c['id']}"
+        c["_out"] = out
+        res = ROOT / out / "result.json"
+        if args.reuse and res.is_file():
+            newest = max((ROOT / c["scenario"]).stat().st_mtime, Path(moesim).stat().st_mtime if os.sep in moesim else 0)
+            if res.stat().st_mtime > newest:
+                continue
+        to_run.append(c)
+
+    status: dict[str, dict] = {}
+    if to_run:
+        # Longest first (prompt + output tokens x requests), so the slow ones do not start last.
+        to_run.sort(key=lambda c: -(c["requests"] * (c["input_tokens"] + 4 * c["output_tokens"])))
+        print(f"running {len(to_run)} scenarios with {args.moesim}, {args.jobs} at a time", file=sys.stderr)
+        with cf.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futs = {pool.submit(run_case, moesim, c, c["_out"], args.timeout): c for c in to_run}
+            for i, fut in enumerate(cf.as_completed(futs), 1):
+                s = fut.result()
+                status[s["id"]] = s
+                tag = "ok" if s["ok"] else f"FAILED: {s['error']}"
+                print(f"[{i}/{len(to_run)}] {s['id']}: {tag} ({s['seconds']:.1f} s)", file=sys.stderr)
+
+    records, failed, version = [], [], None
+    for c in cases:
+        reason, metrics = c.get("skip_reason", ""), None
+        if not reason:
+            st = status.get(c["id"])
+            if st and not st["ok"]:
+                reason = f"run failed: {st['error']}"
+                failed.append(c["id"])
+            else:
+                try:
+                    res = json.loads((ROOT / c["_out"] / "result.json").read_text())
+                    metrics = res["runs"][0]["metrics"]
+                    version = version or res.get("moesim")
+                except (OSError, ValueError, KeyError, IndexError) as e:
+                    reason = f"run failed: unreadable result.json ({e})"
+                    failed.append(c["id"])
+        for metric, measured in c["measured"].items():
+            sim, note = (None, "") if metrics is None else simulated(metric, metrics, c)
+            err = (sim - measured) / measured * 100.0 if sim is not None and measured else None
+            model = f"{re.split(r' *[(]', c['model'])[0]}, {c['gpu_short']}"
+            records.append({"case": c, "metric": metric, "model": model, "measured": measured, "sim": sim,
+                            "error": err, "reason": reason or note})
+
+    rows = []
+    for r in records:
+        c = r["case"]
+        isl_osl = f"{c['input_tokens']}/{c['output_tokens']}" if c["input_tokens"] else "not stated"
+        conc = c["concurrency"].split(";")[0].replace("max_concurrency=", "").replace("concurrency=", "")
+        rows.append([c["id"], c["engine"], f"{re.split(r' *[(]', c['model'])[0]} ({c['precision'].split(' ')[0]})",
+                     f"{c['num_gpus']}x {c['gpu_short']}", c["deployment"], isl_osl, conc, r["metric"],
+                     fmt_measured(r["measured"]), fmt(r["sim"]),
+                     f"{r['error']:+.1f}" if r["error"] is not None else "", r["reason"]])
+    n_cases, n_skip = len(cases), sum("skip_reason" in c for c in cases)
+    n_cmp = sum(r["error"] is not None for r in records)
+    counts = (f"{n_cases} measured configurations ({len(records)} metric rows): {n_cases - n_skip} simulated, "
+              f"{n_skip} skipped (moesim cannot express them yet), {len(failed)} failed runs; "
+              f"{n_cmp} metric rows compared.")
+    summ = summary(records)
+    ver = f"moesim {version['version']} ({version['commit']})" if version else "moesim"
+    lines = ["# Validation: moesim against measured MoE serving runs", "",
+             "Generated by `validation/serving/validate.py` (`make validate`) from `cases.json` and the runs under "
+             f"`{args.results_dir}/`; do not edit by hand. Measurements and their provenance: "
+             "[measurements.csv](measurements.csv), [MANIFEST.md](MANIFEST.md); how the cases are built: "
+             "[../README.md](../README.md).", "",
+             f"{counts} Simulated with {ver}. Error = (moesim - measured) / measured. Targets (issue 25): "
+             "output throughput <= 10%, TPOT <= 15%, TTFT <= 25% (met when the median |error| is within).", "",
+             "## Summary", "", *summ, "", "## Every case and metric", "",
+             *table(["case", "engine", "model", "GPUs", "deployment", "ISL/OSL", "concurrency", "metric", "measured",
+                     "moesim", "error %", "reason / note"], rows), ""]
+    out_md = RESULTS_MD if not args.only else ROOT / args.results_dir / "results.md"
+    out_md.parent.mkdir(parents=True, exist_ok=True)
+    out_md.write_text("\n".join(lines))
+    print(f"wrote {out_md.relative_to(ROOT)}", file=sys.stderr)
+    print("\n".join([counts, "", *summ]))
+    if not args.no_readme and not args.only:
+        write_readme(summ, counts)
+    if failed:
+        print(f"{len(failed)} runs failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
