@@ -150,9 +150,9 @@ int run_cli(int argc, char** argv) {
   compare->add_flag("--csv", compare_options.csv, "CSV, one row per run: each metric and its ratio to the first run");
 
   std::string what;
-  auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors");
-  list->add_option("what", what, "models | hardware | policies | routing | predictors (default: all)")
-      ->check(CLI::IsMember({"models", "hardware", "policies", "routing", "predictors"}));
+  auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors, serving engines");
+  list->add_option("what", what, "models | hardware | policies | routing | predictors | engines (default: all)")
+      ->check(CLI::IsMember({"models", "hardware", "policies", "routing", "predictors", "engines"}));
 
   auto* cost = app.add_subcommand("cost", "print what the cost model predicts for one operation");
   cost->require_subcommand(1);

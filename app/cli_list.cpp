@@ -9,6 +9,7 @@
 #include "models/routing.hpp"
 #include "policies/policy.hpp"
 #include "predictors/predictor.hpp"
+#include "serving/engine_profile.hpp"
 
 namespace moesim {
 namespace {
@@ -60,6 +61,10 @@ int cli_list(const char* what_c) {
   if (all || what == "predictors") {
     header("predictors");
     list_with_params(predictors());
+  }
+  if (all || what == "engines") {
+    header("serving engines (serving.engine)");
+    list_registry(engine_profiles());
   }
   return 0;
 }

@@ -30,12 +30,15 @@ EngineProfile none() {
   return e;
 }
 
-// vLLM V1. Scheduler defaults: vllm/engine/arg_utils.py (_set_default_args_v1: 8192 batched
-// tokens and 1024 sequences for the API server on GPUs with >= 70 GiB); CUDA graph capture
-// sizes: vllm/config.py (CompilationConfig: [1, 2, 4] + range(8, 513, 8) up to
-// max_capture_size 512); larger or mixed batches run eagerly (piecewise graphs aside).
-// Chunked prefill on; the V1 scheduler schedules running requests (decodes) before waiting
-// ones within the token budget (vllm/v1/core/sched/scheduler.py), as RankScheduler does.
+// vLLM V1 (v0.9 and later). Scheduler: vllm/engine/arg_utils.py get_batch_defaults (GPUs with
+// >= 70 GiB other than A100: max_num_seqs 1024, max_num_batched_tokens 8192 for `vllm serve`);
+// chunked prefill always on in V1 ("# V1 always uses chunked prefills."); the V1 scheduler
+// (vllm/v1/core/sched/scheduler.py) gives running requests the token budget before waiting ones
+// and preempts the last running request when blocks run out, as RankScheduler does. CUDA graphs:
+// vllm/config.py batch_size_capture_list = [1, 2, 4] + range(8, 513, 8); a batch is padded up
+// to the next captured size (pad_for_cudagraph), larger batches run eagerly. gpu_memory_utilization
+// 0.9. Host time per step: no published measurement per batch size (the V1 blog only says GPU
+// steps can be ~5 ms, so CPU work matters): 0 unless set.
 EngineProfile vllm() {
   EngineProfile e;
   e.name = "vllm";
@@ -46,20 +49,23 @@ EngineProfile vllm() {
   e.chunked_prefill = true;
   e.admission = "on-demand";
   e.gpu_memory_utilization = 0.9;
-  e.source = "vLLM V1 (v0.9): vllm/engine/arg_utils.py, vllm/config.py, vllm/v1/core/sched/scheduler.py";
+  e.source = "vLLM V1 v0.9: vllm/engine/arg_utils.py (get_batch_defaults), vllm/config.py (capture sizes), "
+             "vllm/v1/core/sched/scheduler.py";
   return e;
 }
 
-// SGLang (v0.4-v0.5): the overlap scheduler is on by default (python/sglang/srt/server_args.py,
-// disable_overlap_schedule = False): the CPU prepares batch n+1 while batch n runs; CUDA graphs
-// for decode batches up to cuda_graph_max_bs; chunked_prefill_size 8192 on large GPUs;
-// mem_fraction_static ~0.88 of GPU memory for weights and the KV pool.
+// SGLang v0.4-v0.5 (python/sglang/srt/server_args.py, model_executor/cuda_graph_runner.py): the
+// overlap ("zero-overhead") scheduler is on by default (--disable-overlap-schedule turns it off):
+// "the scheduler runs one batch ahead"; CUDA graphs for decode batches [1, 2, 4, 8] + range(16,
+// 161, 8) (sizes to 256 only on GPUs above 80 GiB); chunked_prefill_size 8192 on A100/H100/H200;
+// mem_fraction_static ~0.88; max_running_requests = max_total_tokens / 2 (bounded here by the
+// KV cache itself). Host time: no published per-step measurement: 0 unless set.
 EngineProfile sglang() {
   EngineProfile e;
   e.name = "sglang";
   e.host_overlap = true;
   e.cuda_graphs = true;
-  e.graph_batch_sizes = sizes({1, 2, 4, 8, 12}, 16, 256, 8);
+  e.graph_batch_sizes = sizes({1, 2, 4, 8}, 16, 160, 8);
   e.max_num_seqs = 4096;
   e.max_batched_tokens = 8192;
   e.chunked_prefill = true;
@@ -69,21 +75,25 @@ EngineProfile sglang() {
   return e;
 }
 
-// TensorRT-LLM (0.17, TensorRT engine path of trtllm-bench): in-flight batching with the
-// GUARANTEED_NO_EVICT capacity scheduler (blocks for the whole request reserved at admission),
-// KV cache in kv_cache_free_gpu_mem_fraction of the memory left after the engine's weights and
-// activations; chunked context; no CUDA graph replay by default (kernels launched by the
-// TensorRT runtime).
+// TensorRT-LLM 0.17, TensorRT engine path as trtllm-bench throughput runs it
+// (tensorrt_llm/bench/benchmark/throughput.py, bench/dataclasses/configuration.py): in-flight
+// batching with the GUARANTEED_NO_EVICT capacity scheduler (blocks of the whole request reserved
+// at admission: reserve-full), chunked context on (FIRST_COME_FIRST_SERVED), KV cache in
+// kv_cache_free_gpu_mem_fraction = 0.90 of the memory free after the engine loads, CUDA graphs off
+// (PerformanceOptions.cuda_graphs = False; only `trtllm-bench latency` turns them on). Batch
+// limits are the engine's build values (trtllm-bench build sizes them from the dataset; see
+// validation/serving/make_scenarios.py): 4096 sequences (the heuristic's cap) and 8192 tokens
+// unless set. Host time: the C++ batch manager's per-step cost is not published: 0 unless set.
 EngineProfile trtllm() {
   EngineProfile e;
   e.name = "trtllm";
   e.cuda_graphs = false;
-  e.max_num_seqs = 2048;
+  e.max_num_seqs = 4096;
   e.max_batched_tokens = 8192;
   e.chunked_prefill = true;
   e.admission = "reserve-full";
   e.kv_cache_free_memory_fraction = 0.9;
-  e.source = "TensorRT-LLM 0.17: tensorrt_llm/bench (trtllm-bench), cpp/include/tensorrt_llm/executor/types.h";
+  e.source = "TensorRT-LLM 0.17: tensorrt_llm/bench/benchmark/throughput.py, tensorrt_llm/bench/dataclasses/configuration.py";
   return e;
 }
 
@@ -109,7 +119,7 @@ Registry<EngineProfile>& engine_profiles() {
     Registry<EngineProfile> reg("serving engine");
     reg.add("none", "no engine step costs: the model's kernels and collectives only", none());
     reg.add("vllm", "vLLM V1: decode-first token budget, CUDA graphs up to 512, on-demand KV blocks", vllm());
-    reg.add("sglang", "SGLang: overlap scheduler hides host time, CUDA graphs up to 256, on-demand KV", sglang());
+    reg.add("sglang", "SGLang: overlap scheduler hides host time, CUDA graphs up to 160, on-demand KV", sglang());
     reg.add("trtllm", "TensorRT-LLM: in-flight batching, whole-request KV reservation (no eviction)", trtllm());
     return reg;
   }();

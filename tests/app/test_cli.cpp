@@ -149,6 +149,7 @@ TEST(CliList, EveryRegistry) {
   for (const char* r : {"uniform", "skewed", "moeshard", "skewness", "zipf", "exponential", "fluctuating", "trace"})
     EXPECT_NE(last_out.find(std::string("\n") + r + " "), std::string::npos) << r;
   EXPECT_EQ(cli({"list", "predictors"}), 0);
+  EXPECT_EQ(cli({"list", "engines"}), 0);
   last_out = "\n" + last_out;
   for (const char* p : {"none", "oracle", "distribution-only", "token-to-expert"})
     EXPECT_NE(last_out.find(std::string("\n") + p + " "), std::string::npos) << p;

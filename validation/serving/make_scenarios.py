@@ -173,6 +173,56 @@ def request_plan(conc: int | None, infinite: bool, measured_n: int | None) -> tu
                        f"{UNKNOWN_COUNT_MIN_REQUESTS}) = {req}; {conc} closed-loop clients")
 
 
+# trtllm-bench build's batch-limit heuristic (TensorRT-LLM tensorrt_llm/bench/build/tuning.py,
+# calc_engine_setting and finetune_setting): when the benchmark builds an engine from a dataset it
+# sizes max_batch_size and max_num_tokens from the GPUs' total memory, the engine's weight bytes and
+# the dataset's ISL/OSL. Ported line by line; the inputs are the model's config (HF config.json) and
+# the GPU's total memory as NVML reports it. The stored versions differ in whether engine size
+# divides by 1000^3 or 1024^3; the 1024^3 variant (with NVFP4 in BYTES_PER_ELEM) is the one of the
+# Blackwell/NVFP4 release, which 0.17 is: used here (the choice moves max_num_seqs by <= 1 rounding step).
+TRTLLM_BENCH_MODELS = {  # HF config.json: num_hidden_layers, num_key_value_heads, head_dim; parameter count
+    "mixtral-8x7b": {"layers": 32, "kv_heads": 8, "head_size": 128, "params": 46_702_792_704},
+}
+NVML_TOTAL_MIB = {"H100": 81559, "A100": 81920}  # nvidia-smi "Total" of H100 SXM 80GB and A100-SXM4-80GB
+TRTLLM_BENCH_KV_FRACTION = 0.95
+
+
+def trtllm_bench_limits(preset: str, gpu: str, dtype: str, kv_dtype: str, tp: int, isl: int, osl: int):
+    """(max_num_seqs, max_batched_tokens, note) as trtllm-bench build would choose them, or None."""
+    import math
+    m = TRTLLM_BENCH_MODELS.get(preset)
+    mib = NVML_TOTAL_MIB.get(gpu_short(gpu))
+    if m is None or mib is None:
+        return None
+    byte_per_elem = 1 if dtype == "fp8" else 2
+    byte_per_kv = 1 if kv_dtype == "fp8" else 2
+    total_gib = mib / 1024 * tp
+    engine_size = m["params"] * byte_per_elem / 1024 ** 3
+    available = total_gib - engine_size
+    byte_per_token = 2 * m["layers"] * max(tp, m["kv_heads"]) * m["head_size"] * byte_per_kv / 1024 ** 3
+    kv_tokens = available * TRTLLM_BENCH_KV_FRACTION / byte_per_token
+    max_requests = kv_tokens / (isl + osl)
+    raw_bs = min(max_requests, 4096)
+    raw_token = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_token < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_token / 256))
+    elif raw_token < 8192:
+        tokens = 512 * math.ceil(raw_token / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_token / 1024)
+    note = (f"batch limits as trtllm-bench build's heuristic (tensorrt_llm/bench/build/tuning.py) sets them for this "
+            f"dataset: {total_gib:.2f} GiB total - {engine_size:.2f} GiB engine, x{TRTLLM_BENCH_KV_FRACTION} over "
+            f"{byte_per_token * 1024 ** 3:.0f} B/token -> {max_requests:.0f} requests of {isl}+{osl} -> "
+            f"max_batch_size {bs}, max_num_tokens {tokens}")
+    return bs, tokens, note
+
+
 def serving_limits(workload: str) -> tuple[dict, list[str]]:
     """Batch limits only where the source states them; other stated engine settings as comments."""
     limits, comments = {}, []
@@ -324,6 +374,12 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
 
     requests, clients, rule = request_plan(conc, infinite, measured_n)
     limits, serving_notes = serving_limits(first["workload"])
+    if not limits and first["source_id"] == "TRTLLM-PERF-v0.17":
+        bench = trtllm_bench_limits(preset, first["gpu"], dtype, kv_dtype, dep["tensor_parallel"],
+                                    case["input_tokens"], case["output_tokens"])
+        if bench:
+            limits = {"max_num_seqs": bench[0], "max_batched_tokens": bench[1]}
+            serving_notes.append(bench[2])
     policy = "static-ep" if dep["expert_parallel"] else "tp-experts"
     model = {"preset": preset, "dtype": dtype, "kv_dtype": kv_dtype}
     doc = {
@@ -372,8 +428,8 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
     for n in serving_notes:
         head += wrap(n[0].upper() + n[1:] + ".")
     if first["source_id"] == "TRTLLM-PERF-v0.17":
-        head += wrap("The source: kv_cache_free_gpu_mem_fraction 0.95 'in majority of cases'; batch size chosen by "
-                     "trtllm-bench build heuristics (not published).")
+        head += wrap("The source: kv_cache_free_gpu_mem_fraction 0.95 'in majority of cases' (the runtime's default is "
+                     "0.90, the trtllm engine preset's); batch limits from trtllm-bench build's heuristic, above.")
     return case, emit(doc, head)
 
 
