@@ -149,7 +149,6 @@ TEST(CliList, EveryRegistry) {
   for (const char* r : {"uniform", "skewed", "moeshard", "skewness", "zipf", "exponential", "fluctuating", "trace"})
     EXPECT_NE(last_out.find(std::string("\n") + r + " "), std::string::npos) << r;
   EXPECT_EQ(cli({"list", "predictors"}), 0);
-  EXPECT_EQ(cli({"list", "engines"}), 0);
   last_out = "\n" + last_out;
   for (const char* p : {"none", "oracle", "distribution-only", "token-to-expert"})
     EXPECT_NE(last_out.find(std::string("\n") + p + " "), std::string::npos) << p;
@@ -157,6 +156,8 @@ TEST(CliList, EveryRegistry) {
   EXPECT_NE(last_out.find("window (integer, default 8, batches)"), std::string::npos) << last_out;
   EXPECT_EQ(cli({"list", "models"}), 0);
   EXPECT_NE(last_out.find("deepseek-v3"), std::string::npos);
+  EXPECT_EQ(cli({"list", "engines"}), 0);
+  for (const char* e : {"none ", "vllm ", "sglang ", "trtllm "}) EXPECT_NE(last_out.find(e), std::string::npos) << e;
   EXPECT_EQ(cli({"list", "nonsense"}), 2);
 }
 
