@@ -76,8 +76,9 @@ Op attention_core(const char* name, const CoreTotals& t, int heads, std::int64_t
   core.batch = t.sequences * heads;
   core.flops = 2.0 * d(heads) * t.pairs * d(qk_dim + v_dim);
   // K and V are read (and the new tokens' written) in the KV cache's type.
-  core.bytes = dtype_bytes(dt) * d(t.new_tokens) * (d(heads) * d(qk_dim) + d(heads) * d(v_dim)) +
-               dtype_bytes(kv_dt) * d(t.new_tokens + t.cached_read) * kv_elems;
+  const double qo = d(t.new_tokens) * (d(heads) * d(qk_dim) + d(heads) * d(v_dim));
+  const double kv = d(t.new_tokens + t.cached_read) * kv_elems;
+  core.bytes = kv_dt == dt ? dtype_bytes(dt) * (qo + kv) : dtype_bytes(dt) * qo + dtype_bytes(kv_dt) * kv;
   return core;
 }
 
