@@ -312,6 +312,11 @@ std::vector<ParamSpec> scheduler_specs(const EngineProfile& e) {
                 "reserve-full: blocks for prompt + every output token reserved at admission, never preempting "
                 "(TensorRT-LLM GUARANTEED_NO_EVICT)",
                 {}, {}, {"on-demand", "reserve-full"}},
+      ParamSpec{"step_mix", ParamType::kString, e.step_mix, "",
+                "mixed: decodes and prompt chunks share a step (vLLM V1, TensorRT-LLM in-flight batching); "
+                "prefill-first: a step prefills whenever there is prefill to run, else decodes (SGLang without "
+                "--enable-mixed-chunk)",
+                {}, {}, {"mixed", "prefill-first"}},
       float_param("gpu_memory_utilization", fmt(e.gpu_memory_utilization), "",
                   "fraction of GPU memory the engine may use, in (0, 1]", 0.0, 1.0),
       float_param("kv_cache_free_memory_fraction", e.kv_cache_free_memory_fraction ? fmt(*e.kv_cache_free_memory_fraction) : "~", "",
@@ -590,6 +595,7 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   cfg.kv_block_tokens = sc.get_int("kv_block_tokens");
   cfg.preemption = sc.get_string("preemption") == "swap" ? Preemption::kSwap : Preemption::kRecompute;
   cfg.admission = sc.get_string("admission") == "reserve-full" ? Admission::kReserveFull : Admission::kOnDemand;
+  cfg.step_mix = sc.get_string("step_mix") == "prefill-first" ? StepMix::kPrefillFirst : StepMix::kMixed;
   cfg.gpu_memory_utilization = sc.get_float("gpu_memory_utilization");
   if (sc.given("kv_cache_free_memory_fraction") || cfg.engine.kv_cache_free_memory_fraction) {
     const YAML::Node v = sc.to_yaml()["kv_cache_free_memory_fraction"];

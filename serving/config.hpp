@@ -21,6 +21,17 @@ enum class Admission {
   kReserveFull,
 };
 
+/// How prefill and decode share a step.
+enum class StepMix {
+  /// Running requests first (decodes and the next chunks of prompts), then new prompts, in one
+  /// step within the token budget: vLLM V1's scheduler and TensorRT-LLM's in-flight batching.
+  kMixed,
+  /// A step is a prefill step (the chunked prompt's next chunk and new prompts, no decodes)
+  /// whenever there is prefill to run, else a decode step of the running requests: SGLang's
+  /// scheduler without --enable-mixed-chunk ("Run prefill first if possible").
+  kPrefillFirst,
+};
+
 /// `serving:` (vLLM's scheduler knobs, per attention data-parallel rank).
 struct SchedulerConfig {
   std::int64_t max_num_seqs = 256;          ///< running sequences per rank
@@ -29,6 +40,7 @@ struct SchedulerConfig {
   std::int64_t kv_block_tokens = 16;        ///< tokens per KV block
   Preemption preemption = Preemption::kRecompute;
   Admission admission = Admission::kOnDemand;
+  StepMix step_mix = StepMix::kMixed;
   double gpu_memory_utilization = 0.9;      ///< fraction of GPU memory the engine may use (vLLM)
   /// TensorRT-LLM's kv_cache_free_gpu_mem_fraction: when set, the KV cache takes this fraction of
   /// the memory left after weights and activations (gpu_memory_utilization is then not used).

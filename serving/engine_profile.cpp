@@ -59,7 +59,10 @@ EngineProfile vllm() {
 // "the scheduler runs one batch ahead"; CUDA graphs for decode batches [1, 2, 4, 8] + range(16,
 // 161, 8) (sizes to 256 only on GPUs above 80 GiB); chunked_prefill_size 8192 on A100/H100/H200;
 // mem_fraction_static ~0.88; max_running_requests = max_total_tokens / 2 (bounded here by the
-// KV cache itself). Host time: no published per-step measurement: 0 unless set.
+// KV cache itself). Prefill and decode do not share a step unless --enable-mixed-chunk
+// (python/sglang/srt/managers/scheduler.py, get_next_batch_to_run: "Run prefill first if
+// possible", else decode the running batch): step_mix prefill-first. Host time: no published
+// per-step measurement: 0 unless set.
 EngineProfile sglang() {
   EngineProfile e;
   e.name = "sglang";
@@ -70,6 +73,7 @@ EngineProfile sglang() {
   e.max_batched_tokens = 8192;
   e.chunked_prefill = true;
   e.admission = "on-demand";
+  e.step_mix = "prefill-first";
   e.gpu_memory_utilization = 0.88;
   e.source = "SGLang v0.4-v0.5: python/sglang/srt/server_args.py, python/sglang/srt/model_executor/cuda_graph_runner.py";
   return e;

@@ -39,6 +39,7 @@ struct EngineProfile {
   std::int64_t max_batched_tokens = 8192;
   bool chunked_prefill = true;
   std::string admission = "on-demand";  ///< on-demand | reserve-full
+  std::string step_mix = "mixed";       ///< mixed | prefill-first
   double gpu_memory_utilization = 0.9;
   std::optional<double> kv_cache_free_memory_fraction;
   std::string source;  ///< where the defaults come from (engine, version, files)

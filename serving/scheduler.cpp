@@ -22,6 +22,15 @@ void RankScheduler::enqueue(Request* r) {
 RankStep RankScheduler::schedule(Tick now) {
   RankStep step;
   std::int64_t budget = config_.max_batched_tokens;
+  if (config_.step_mix == StepMix::kPrefillFirst) {
+    // A prefill step when there is prefill to run (the chunked prompt first, then new prompts);
+    // otherwise a decode step of every running request.
+    schedule_running(step, budget, true);
+    admit_waiting(step, budget, now);
+    if (!step.chunks.empty()) return step;
+    schedule_running(step, budget);
+    return step;
+  }
   schedule_running(step, budget);
   admit_waiting(step, budget, now);
   return step;
@@ -41,10 +50,11 @@ std::int64_t prefill_chunk(const Request& r, std::int64_t budget, bool chunked) 
 // Running requests keep their place: decodes and the rest of chunked prompts, in admission order
 // (vLLM V1 schedules running requests before waiting ones). A request that needs a block when
 // none is free preempts the newest running request, itself if it is the newest.
-void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget) {
+void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget, bool prefills_only) {
   for (std::size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
-    if (r->state != RequestState::kRunning) {  // handed over to the decode pool, KV in flight
+    if (r->state != RequestState::kRunning || (prefills_only && !r->prefilling())) {
+      // Handed over to the decode pool (KV in flight), or a decode in a prefill-only step.
       ++i;
       continue;
     }

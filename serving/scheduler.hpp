@@ -58,7 +58,8 @@ class RankScheduler {
   /// Frees blocks by preempting the newest running request (other than those in `keep`).
   /// Returns the victim, or nullptr when none could be preempted.
   Request* preempt_newest(RankStep& step, const Request* self);
-  void schedule_running(RankStep& step, std::int64_t& budget);
+  /// `prefills_only`: only running requests still prefilling (a prefill-first step).
+  void schedule_running(RankStep& step, std::int64_t& budget, bool prefills_only = false);
   void admit_waiting(RankStep& step, std::int64_t& budget, Tick now);
 
   SchedulerConfig config_;

@@ -264,6 +264,39 @@ TEST(Deployments, ReserveFullAdmissionNeverPreemptsWhereOnDemandDoes) {
   EXPECT_EQ(demand["requests_completed"].get<std::int64_t>(), 64);
 }
 
+// Prefill-first (SGLang): a step either prefills or decodes, never both; mixed steps (vLLM,
+// TensorRT-LLM) carry decodes and prompt chunks together once requests overlap.
+TEST(Deployments, PrefillFirstStepsNeverMixPrefillAndDecode) {
+  const std::string wl =
+      "{kind: serving, requests: 40, arrival: {process: poisson, rate_per_s: 200}, prompt_tokens: 300, "
+      "output_tokens: 20, routing: {kind: uniform}}";
+  const auto mixed_steps = [&](const std::string& step_mix) {
+    const Scenario s = load_scenario_text(
+        scenario(wl, "{tensor_parallel: 1, instances: 1, data_parallel: 1}", "{step_mix: " + step_mix + "}"), "m.yaml");
+    const Cluster cluster(s.hardware);
+    const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
+    const auto routing = make_routing(s);
+    std::vector<ServingPool> pools = make_serving_pools(s, cluster, *routing, s.policies.front(), s.predictors.front());
+    ServingSetup setup;
+    setup.model = &s.model;
+    setup.cluster = &cluster;
+    setup.cost = &cost;
+    setup.routing = routing.get();
+    setup.scheduler = s.serving;
+    setup.arrival = s.serving_workload.arrival;
+    setup.seed = s.seed;
+    setup.count_level = true;
+    ServingEngine engine(setup, pools, generate_requests(s.serving_workload, s.seed));
+    int mixed = 0;
+    engine.on_step([&](const StepRecord& rec) { mixed += rec.prefill_tokens > 0 && rec.decode_tokens > 0; });
+    engine.run();
+    EXPECT_EQ(engine.requests().size(), 40u);
+    return mixed;
+  };
+  EXPECT_EQ(mixed_steps("prefill-first"), 0);
+  EXPECT_GT(mixed_steps("mixed"), 0);
+}
+
 // Independent instances at the same load each: twice the instances, twice the clients, about
 // twice the throughput (the instances share nothing but the node's idle links).
 TEST(Deployments, ThroughputRisesWithInstancesAtFixedLoadPerInstance) {
