@@ -237,7 +237,8 @@ def serving_limits(workload: str) -> tuple[dict, list[str]]:
                         "--max_num_tokens -> max_batched_tokens; TensorRT-LLM applies them per attention-DP rank)")
     m = re.search(r"kv_cache_free_gpu_mem_fraction\s+([\d.]+)", workload)
     if m:
-        comments.append(f"source sets kv_cache_free_gpu_mem_fraction {m.group(1)} (not yet a scenario key here)")
+        limits["kv_cache_free_memory_fraction"] = float(m.group(1))
+        comments.append(f"source sets kv_cache_free_gpu_mem_fraction {m.group(1)} -> kv_cache_free_memory_fraction")
     return limits, comments
 
 
