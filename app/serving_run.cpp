@@ -110,6 +110,21 @@ void check_serving_fits(const Scenario& s) {
     }
 }
 
+ServingSetup serving_setup(const Scenario& s, const Cluster& cluster, const ComputeCostModel& cost,
+                           const RoutingModel& routing) {
+  ServingSetup setup;
+  setup.model = &s.model;
+  setup.cluster = &cluster;
+  setup.cost = &cost;
+  setup.routing = &routing;
+  setup.scheduler = s.serving;
+  setup.arrival = s.serving_workload.arrival;
+  setup.seed = s.seed;
+  setup.count_level = count_level_routing(s, routing);
+  setup.prompt_cached = s.serving_workload.prompt_cached;
+  return setup;
+}
+
 nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const PluginEntry& predictor,
                            const std::string& trace_dir, std::string& requests_csv, const ServingProgress& progress) {
   if (policy.name == "amoe") return run_amoe_serving(s, policy, requests_csv, progress);
@@ -118,16 +133,7 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   const auto routing = make_routing(s);
   std::vector<ServingPool> pools = make_serving_pools(s, cluster, *routing, policy, predictor);
 
-  ServingSetup setup;
-  setup.model = &s.model;
-  setup.cluster = &cluster;
-  setup.cost = &cost;
-  setup.routing = routing.get();
-  setup.scheduler = s.serving;
-  setup.arrival = s.serving_workload.arrival;
-  setup.seed = s.seed;
-  setup.count_level = count_level_routing(s, *routing);
-  setup.prompt_cached = s.serving_workload.prompt_cached;
+  const ServingSetup setup = serving_setup(s, cluster, cost, *routing);
   ServingEngine engine(setup, pools, generate_requests(s.serving_workload, s.seed));
 
   ServingMetrics metrics(cluster, s.serving_workload.warmup_requests);

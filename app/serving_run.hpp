@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/scenario.hpp"
+#include "hardware/cost_model.hpp"
+#include "serving/engine.hpp"
 #include "serving/pool.hpp"
 
 namespace moesim {
@@ -19,6 +21,11 @@ using ServingProgress = std::function<void(double simulated_s, std::int64_t fini
 /// cache that cannot hold the longest request is located at the workload.
 std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
                                             const PluginEntry& policy, const PluginEntry& predictor);
+
+/// The engine's setup for scenario `s` on these objects (which must outlive the engine): model,
+/// scheduler and engine profile, arrivals, seed, count-level routing and cached prompts.
+ServingSetup serving_setup(const Scenario& s, const Cluster& cluster, const ComputeCostModel& cost,
+                           const RoutingModel& routing);
 
 /// Builds every policy's pools and checks that each KV cache holds at least the longest
 /// request (InputError located at the workload otherwise). `validate` and `run` call it.

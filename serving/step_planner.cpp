@@ -157,15 +157,7 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
     }
     return nullptr;
   }
-  MoeLayerInput in;
-  in.layer = layer;
-  in.moe_index = moe_index_++;
-  in.batch = step_;
-  in.routing = routing;
-  in.forecast = &f;
-  in.token_home = &token_home_;
-  in.home_tokens = home_tokens_;
-  in.layer_start = last_;
+  MoeLayerInput in = moe_input(layer, routing, f);
   in.ready.resize(G);
   for (int g = 0; g < G; ++g) {
     const TaskId dep[] = {attn[g]};
@@ -204,6 +196,19 @@ std::vector<TaskId> StepBuilder::add_tensor_parallel_attention(TaskGraph& plan, 
   const TaskId reduced = add_ring_all_reduce(plan, ctx_.cluster, gpus, static_cast<double>(T) * token_bytes,
                                              Phase::kCollective, layer, attn);
   return std::vector<TaskId>(static_cast<std::size_t>(G), reduced);
+}
+
+MoeLayerInput StepBuilder::moe_input(int layer, const LayerRouting* routing, const Forecast& forecast) {
+  MoeLayerInput in;
+  in.layer = layer;
+  in.moe_index = moe_index_++;
+  in.batch = step_;
+  in.routing = routing;
+  in.forecast = &forecast;
+  in.token_home = &token_home_;
+  in.home_tokens = home_tokens_;
+  in.layer_start = last_;
+  return in;
 }
 
 std::vector<int> StepBuilder::group_gpus(int k) const {
@@ -271,15 +276,8 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
     }
     return nullptr;
   }
-  MoeLayerInput in;
-  in.layer = layer;
-  in.moe_index = moe_index_++;
-  in.batch = step_;
-  in.routing = routing;
-  in.forecast = &f;
-  in.token_home = &token_home_;
-  in.home_tokens = home_tokens_;
   if (tp_experts_) {
+    ++moe_index_;
     // Selections per expert of each group (its tokens are routed from its first GPU).
     std::vector<std::vector<std::int64_t>> per_expert(static_cast<std::size_t>(groups),
                                                       std::vector<std::int64_t>(static_cast<std::size_t>(m.experts), 0));
@@ -307,7 +305,7 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
     moe_out_.done = last_;
     return &moe_out_;
   }
-  in.layer_start = last_;
+  MoeLayerInput in = moe_input(layer, routing, f);
   in.ready.resize(static_cast<std::size_t>(G));
   for (int g = 0; g < G; ++g) {
     const TaskId dep[] = {last_[static_cast<std::size_t>(g)]};

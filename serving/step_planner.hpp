@@ -84,6 +84,8 @@ class StepBuilder {
   /// A layer of a deployment with attention groups (StepShape::grouped()).
   const MoeLayerOutput* add_grouped_layer(TaskGraph& plan, int layer, bool moe, const LayerRouting* routing,
                                           const Forecast& forecast);
+  /// The policy's input for MoE layer `layer` (its index taken), starting from last_.
+  MoeLayerInput moe_input(int layer, const LayerRouting* routing, const Forecast& forecast);
   /// GPUs of attention group k.
   std::vector<int> group_gpus(int k) const;
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -54,6 +55,21 @@ nlohmann::json serve(const Scenario& s) {
   std::string csv;
   return run_serving(s, s.policies.front(), s.predictors.front(), "", csv)["metrics"];
 }
+
+// A serving engine on the scenario's pools, set up as `moesim run` sets it up, for observing steps.
+struct EngineRig {
+  Cluster cluster;
+  ComputeCostModel cost;
+  std::unique_ptr<RoutingModel> routing;
+  std::vector<ServingPool> pools;
+  ServingEngine engine;
+  explicit EngineRig(const Scenario& s)
+      : cluster(s.hardware),
+        cost(ComputeCostModel::for_cluster(s.hardware)),
+        routing(make_routing(s)),
+        pools(make_serving_pools(s, cluster, *routing, s.policies.front(), s.predictors.front())),
+        engine(serving_setup(s, cluster, cost, *routing), pools, generate_requests(s.serving_workload, s.seed)) {}
+};
 
 // Plans one step of `shape` on the scenario's first pool with a uniform routing.
 StepPlan plan_on_pool(const Scenario& s, const StepShape& shape) {
@@ -184,22 +200,10 @@ TEST(Deployments, CudaGraphPadsADecodeBatchOfThreeToTheCapturedFour) {
   const std::string engine_yaml =
       "{engine: {preset: vllm, graph_batch_sizes: [4], graph_kernel_us: 1, host_step_us: 0, host_per_seq_us: 0}}";
   const Scenario s = load_scenario_text(scenario(wl, "{tensor_parallel: 1, instances: 1, data_parallel: 1}", engine_yaml), "g.yaml");
-  const Cluster cluster(s.hardware);
-  const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
-  const auto routing = make_routing(s);
-  std::vector<ServingPool> pools = make_serving_pools(s, cluster, *routing, s.policies.front(), s.predictors.front());
-  ServingSetup setup;
-  setup.model = &s.model;
-  setup.cluster = &cluster;
-  setup.cost = &cost;
-  setup.routing = routing.get();
-  setup.scheduler = s.serving;
-  setup.arrival = s.serving_workload.arrival;
-  setup.seed = s.seed;
-  setup.count_level = true;
-  setup.prompt_cached = true;
-  std::vector<RequestSpec> reqs = generate_requests(s.serving_workload, s.seed);
-  ServingEngine engine(setup, pools, reqs);
+  EngineRig rig(s);
+  const Cluster& cluster = rig.cluster;
+  const ComputeCostModel& cost = rig.cost;
+  ServingEngine& engine = rig.engine;
   int checked = 0;
   engine.on_step([&](const StepRecord& rec) {
     const auto attn = ops_of_phase(rec.plan->graph, Phase::kAttention, 0, cluster.num_gpus());
@@ -273,20 +277,8 @@ TEST(Deployments, PrefillFirstStepsNeverMixPrefillAndDecode) {
   const auto mixed_steps = [&](const std::string& step_mix) {
     const Scenario s = load_scenario_text(
         scenario(wl, "{tensor_parallel: 1, instances: 1, data_parallel: 1}", "{step_mix: " + step_mix + "}"), "m.yaml");
-    const Cluster cluster(s.hardware);
-    const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
-    const auto routing = make_routing(s);
-    std::vector<ServingPool> pools = make_serving_pools(s, cluster, *routing, s.policies.front(), s.predictors.front());
-    ServingSetup setup;
-    setup.model = &s.model;
-    setup.cluster = &cluster;
-    setup.cost = &cost;
-    setup.routing = routing.get();
-    setup.scheduler = s.serving;
-    setup.arrival = s.serving_workload.arrival;
-    setup.seed = s.seed;
-    setup.count_level = true;
-    ServingEngine engine(setup, pools, generate_requests(s.serving_workload, s.seed));
+    EngineRig rig(s);
+    ServingEngine& engine = rig.engine;
     int mixed = 0;
     engine.on_step([&](const StepRecord& rec) { mixed += rec.prefill_tokens > 0 && rec.decode_tokens > 0; });
     engine.run();
