@@ -325,7 +325,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   s.model_where = loc(src, root["model"], root);
   YAML::Node model_res, hw_res, wl_res, routing_res, pol_res, pred_res;
   if (!root["model"]) diags.error(s.model_where, "missing required key 'model' (a preset name or a mapping)");
-  else s.model = read_model_section(root["model"], src, diags, model_res);
+  else s.model = read_model_section(root["model"], src, diags, model_res, base_dir, &s.warnings);
   s.hardware_where = loc(src, root["hardware"], root);
   const std::size_t errors_before_hardware = diags.items().size();
   if (!root["hardware"]) diags.error(s.hardware_where, "missing required key 'hardware' (a preset name or a mapping)");

@@ -1,8 +1,12 @@
 #include "app/scenario_sections.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
+
+#include "core/json_input.hpp"
+#include "models/hf_config.hpp"
 
 namespace moesim {
 namespace {
@@ -31,6 +35,10 @@ constexpr double kMaxLatencyUs = 1e6;       // one second per hop or launch
 ParamSpec choice_field(const std::string& name, const std::string& def, const std::string& help,
                        std::vector<std::string> choices) {
   return ParamSpec{name, ParamType::kString, def, "", help, {}, {}, std::move(choices)};
+}
+std::vector<std::string> with_auto(std::vector<std::string> names) {
+  names.insert(names.begin(), "auto");
+  return names;
 }
 
 // Reads the `preset:` key (if any) of a mapping against a registry.
@@ -88,18 +96,75 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
       int_field("shared_expert_ffn", static_cast<double>(m.shared_expert_ffn), true, "", "shared expert intermediate size"),
       choice_field("activation", d ? activation_name(m.activation) : "swiglu", "expert activation",
                    {"relu", "gelu", "swiglu"}),
-      choice_field("dtype", d ? dtype_name(m.dtype) : "bf16", "weight and activation type", {"fp32", "fp16", "bf16", "fp8"}),
+      choice_field("dtype", d ? dtype_name(m.dtype) : "bf16",
+                   "weight and activation type (fp4 = nvfp4; the 4-bit types count their block scales)", dtype_names()),
       choice_field("kv_dtype", d && m.kv_dtype ? dtype_name(*m.kv_dtype) : "auto",
-                   "KV-cache element type (auto: the weights' dtype)", {"auto", "fp32", "fp16", "bf16", "fp8"}),
+                   "KV-cache element type (auto: the weights' dtype)", with_auto(dtype_names())),
+      choice_field("expert_dtype", d && m.expert_dtype ? dtype_name(*m.expert_dtype) : "auto",
+                   "routed experts' weight type (auto: dtype), e.g. nvfp4 experts with fp8 attention",
+                   with_auto(dtype_names())),
+      choice_field("expert_quantization", d && m.expert_weight_only ? "weight-only" : "weight-and-activation",
+                   "weight-and-activation: expert GEMMs run at expert_dtype's tensor-core peak (W4A4, W8A8); "
+                   "weight-only: weights are dequantised in the kernel and the math runs in dtype (W4A16)",
+                   {"weight-and-activation", "weight-only"}),
       int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)"),
+      int_field("full_attention_every", m.full_attention_every, true, "",
+                "with attention.window: every n-th layer attends the whole context, the others the window "
+                "(GPT-OSS 2, Llama 4 4); 0: every layer uses the window"),
+      int_field("mtp_layers", m.mtp_layers, true, "",
+                "multi-token-prediction modules shipped with the model (num_nextn_predict_layers): drafts for "
+                "serving.speculative method mtp"),
       int_field("max_context", static_cast<double>(m.max_context), true, "tokens",
                 "longest sequence (prompt + output) the model accepts: the config's max_position_embeddings "
                 "(0: unknown, not checked)"),
   };
 }
 
+namespace {
+
+/// `hf_config: PATH` (relative to the scenario's folder): the model its config.json describes, or
+/// nothing after recording the error. Fields moesim ignores are one warning.
+std::optional<ModelSpec> model_of_hf_config(const YAML::Node& key, const SourceMap& src, Diagnostics& diags,
+                                            const std::string& base_dir, std::vector<Diagnostic>* warnings) {
+  if (!key.IsScalar() || key.Scalar().empty()) {
+    diags.error(src.locate(key), "'hf_config' must be the path of a Hugging Face config.json");
+    return std::nullopt;
+  }
+  const std::filesystem::path path = std::filesystem::path(key.Scalar()).is_absolute()
+                                         ? std::filesystem::path(key.Scalar())
+                                         : std::filesystem::path(base_dir) / key.Scalar();
+  std::error_code ec;
+  std::ifstream in(path);
+  if (std::filesystem::is_directory(path, ec) || !in) {
+    diags.error(src.locate(key), "cannot read hf_config " + path.string());
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json config;
+  try {
+    config = parse_json_input(text.str(), path.string(), "not JSON");
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics()) diags.error(src.locate(key), "hf_config " + d.where.to_string() + ": " + d.message);
+    return std::nullopt;
+  }
+  HfConfigRead read = model_from_hf_config(config, path.stem().string());
+  if (!read.ok()) {
+    diags.error(src.locate(key), "hf_config " + path.string() + ": " + read.error);
+    return std::nullopt;
+  }
+  if (warnings && !read.ignored.empty()) {
+    std::string list;
+    for (const auto& f : read.ignored) list += (list.empty() ? "" : ", ") + f;
+    warnings->push_back(Diagnostic{src.locate(key), "hf_config fields moesim does not use: " + list, true});
+  }
+  return read.model;
+}
+
+}  // namespace
+
 ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
-                             YAML::Node& resolved) {
+                             YAML::Node& resolved, const std::string& base_dir, std::vector<Diagnostic>* warnings) {
   ModelSpec m;
   if (!node || (!node.IsScalar() && !node.IsMap())) {
     diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
@@ -107,10 +172,19 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
     return m;
   }
   std::string preset;
-  const ModelSpec* base = preset_of(node, model_presets(), src, diags, preset);
+  std::optional<ModelSpec> from_config;
+  const ModelSpec* base = nullptr;
+  if (node.IsMap() && node["hf_config"]) {
+    if (node["preset"]) diags.error(src.locate(node["hf_config"]), "give either 'preset' or 'hf_config', not both");
+    from_config = model_of_hf_config(node["hf_config"], src, diags, base_dir, warnings);
+    if (!from_config) return m;
+    base = &*from_config;
+  } else {
+    base = preset_of(node, model_presets(), src, diags, preset);
+  }
   if (node.IsScalar() && !base) return m;
   const YAML::Node map = node.IsMap() ? node : YAML::Node();
-  const ParamSet p = read_params(map, model_field_specs(base), src, diags, {"preset", "name", "attention"});
+  const ParamSet p = read_params(map, model_field_specs(base), src, diags, {"preset", "name", "attention", "hf_config"});
   const YAML::Node attn_node = map ? map["attention"] : YAML::Node();
   const ParamSet a = read_params(attn_node, attention_specs(base ? &base->attention : nullptr), src, diags);
   m.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
@@ -128,8 +202,13 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
   parse_activation(p.get_string("activation"), m.activation);
   parse_dtype(p.get_string("dtype"), m.dtype);
   if (DType kv{}; p.get_string("kv_dtype") != "auto" && parse_dtype(p.get_string("kv_dtype"), kv)) m.kv_dtype = kv;
+  if (DType ex{}; p.get_string("expert_dtype") != "auto" && parse_dtype(p.get_string("expert_dtype"), ex))
+    m.expert_dtype = ex;
+  m.expert_weight_only = p.get_string("expert_quantization") == "weight-only";
   m.vocab = p.get_int("vocab");
   m.max_context = p.get_int("max_context");
+  m.full_attention_every = static_cast<int>(p.get_int("full_attention_every"));
+  m.mtp_layers = static_cast<int>(p.get_int("mtp_layers"));
   AttentionSpec& at = m.attention;
   parse_attention_kind(a.get_string("kind"), at.kind);
   at.heads = static_cast<int>(a.get_int("heads"));
@@ -172,6 +251,9 @@ std::vector<ParamSpec> gpu_field_specs(const GpuSpec& g) {
       float_field("fp16_TFLOPS", g.peak(DType::kFp16) / 1e12, "TFLOP/s", "dense fp16 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
       float_field("bf16_TFLOPS", g.peak(DType::kBf16) / 1e12, "TFLOP/s", "dense bf16 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
       float_field("fp8_TFLOPS", g.peak(DType::kFp8) / 1e12, "TFLOP/s", "dense fp8 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
+      float_field("fp4_TFLOPS", g.peak(DType::kNvFp4) / 1e12, "TFLOP/s",
+                  "dense fp4 (NVFP4/MXFP4) tensor peak (0 = unsupported: fp4 runs at the fp8, else fp16, peak)", 0.0,
+                  kMaxTflops),
       float_field("hbm_bandwidth_GBps", g.hbm_bandwidth_Bps / 1e9, "GB/s", "device memory bandwidth", kMinGBps, kMaxGBps),
       float_field("memory_GB", g.memory_bytes / 1e9, "GB", "device memory capacity", 1e-3, 1e5),
       int_field("pcie_gen", g.pcie_gen, true, "", "PCIe generation of the host link", 1, 8),
@@ -249,6 +331,8 @@ GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMa
   g.peak_flops[static_cast<int>(DType::kFp16)] = p.get_float("fp16_TFLOPS") * 1e12;
   g.peak_flops[static_cast<int>(DType::kBf16)] = p.get_float("bf16_TFLOPS") * 1e12;
   g.peak_flops[static_cast<int>(DType::kFp8)] = p.get_float("fp8_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kNvFp4)] = p.get_float("fp4_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kMxFp4)] = p.get_float("fp4_TFLOPS") * 1e12;
   g.hbm_bandwidth_Bps = p.get_float("hbm_bandwidth_GBps") * 1e9;
   g.memory_bytes = p.get_float("memory_GB") * 1e9;
   g.pcie_gen = static_cast<int>(p.get_int("pcie_gen"));
@@ -260,7 +344,7 @@ GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMa
     if (p.get_float(k) <= 0.0) diags.error(p.where(k).line ? p.where(k) : src.locate(node), std::string("'") + k + "' must be > 0");
   // A peak is 0 (the dtype is unsupported) or a real one: 1e-12 TFLOP/s would make every kernel
   // outlast simulated time's range.
-  for (const char* k : {"fp32_TFLOPS", "fp16_TFLOPS", "bf16_TFLOPS", "fp8_TFLOPS"})
+  for (const char* k : {"fp32_TFLOPS", "fp16_TFLOPS", "bf16_TFLOPS", "fp8_TFLOPS", "fp4_TFLOPS"})
     if (p.get_float(k) > 0.0 && p.get_float(k) < 1e-2)
       diags.error(p.given(k) ? p.where(k) : src.locate(node),
                   std::string("'") + k + "' must be 0 (unsupported) or at least 0.01 TFLOP/s, got " + num(p.get_float(k)));

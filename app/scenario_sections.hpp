@@ -10,9 +10,12 @@
 
 namespace moesim {
 
-/// Parses `model:`; on errors, records them and returns what could be read.
+/// Parses `model:` (a preset, a preset with overrides, `hf_config: config.json` relative to
+/// `base_dir` with overrides, or every field); on errors, records them and returns what could be
+/// read. Warnings (config.json fields moesim ignores) go to `warnings` when given.
 ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
-                             YAML::Node& resolved);
+                             YAML::Node& resolved, const std::string& base_dir = ".",
+                             std::vector<Diagnostic>* warnings = nullptr);
 /// Parses `hardware:`; on errors, records them and returns what could be read. A
 /// `calibration: PROFILE.yaml` key (relative to `base_dir`) applies a fitted profile.
 ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,

@@ -323,6 +323,23 @@ std::vector<ParamSpec> scheduler_specs(const EngineProfile& e) {
                   "KV cache = this fraction of the memory left after weights and activations (TensorRT-LLM "
                   "kv_cache_free_gpu_mem_fraction; absent: gpu_memory_utilization applies)", 0.0, 1.0),
       float_param("progress_interval_s", "0.5", "s", "CLI progress refresh (does not affect results)", 0.0),
+      ParamSpec{"two_batch_overlap", ParamType::kBool, "false", "",
+                "split each step into two micro-batches whose computation overlaps the other's expert dispatch and "
+                "combine (SGLang --enable-two-batch-overlap; DeepSeek's inference system)", {}, {}, {}},
+  };
+}
+
+std::vector<ParamSpec> speculative_specs() {
+  return {
+      ParamSpec{"method", ParamType::kString, "none", "",
+                "none; mtp: the model's multi-token-prediction module drafts (DeepSeek-V3 §2.2; TensorRT-LLM "
+                "num_nextn_predict_layers, SGLang --speculative-algorithm NEXTN); draft-model: a separate model "
+                "(draft_model) drafts", {}, {}, {"none", "mtp", "draft-model"}},
+      int_param("draft_tokens", "1", "tokens",
+                "tokens drafted and verified per sequence per decode step (one draft pass each)", 1.0, 64.0),
+      float_param("acceptance_rate", "0.8", "",
+                  "probability that a draft is accepted given the previous one was, in [0, 1]", 0.0, 1.0),
+      ParamSpec{"draft_model", ParamType::kString, "~", "", "model preset of the draft (method draft-model)", {}, {}, {}},
   };
 }
 
@@ -345,6 +362,10 @@ std::vector<ParamSpec> layout_specs(bool pool) {
                 "experts spread over the instance's tensor_parallel x data_parallel GPUs by the policy; false: "
                 "every expert tensor-parallel inside its attention group (vLLM without --enable-expert-parallel, "
                 "TensorRT-LLM moe_tp_size = tp_size)", {}, {}, {}},
+      int_param("moe_expert_parallel", "1", "GPUs",
+                "with expert_parallel: false, each attention group's experts split over this many of its GPUs and "
+                "each expert sharded over the other tensor_parallel / N (TensorRT-LLM moe_ep_size = N, moe_tp_size = "
+                "tp_size / N; e.g. --tp 8 --ep 2); 1: every expert sharded over the whole group", 1.0, 1024.0),
       ParamSpec{"instances", ParamType::kString, "auto", "",
                 "independent copies of the model (auto: GPUs / (tensor_parallel x data_parallel), or 1 when "
                 "data_parallel is auto); a request goes to the least loaded rank of any instance", {}, {}, {}},
@@ -429,6 +450,7 @@ ParallelLayout read_layout(const ParamSet& p, int gpus, const std::string& what,
   ParallelLayout l;
   l.tensor_parallel = static_cast<int>(p.get_int("tensor_parallel"));
   l.expert_parallel = p.get_bool("expert_parallel");
+  l.moe_expert_parallel = static_cast<int>(p.get_int("moe_expert_parallel"));
   const int dp = auto_or_count(p, "data_parallel", where, diags);
   const int inst = auto_or_count(p, "instances", where, diags);
   const int tp = std::max(1, l.tensor_parallel);
@@ -442,6 +464,15 @@ ParallelLayout read_layout(const ParamSet& p, int gpus, const std::string& what,
     diags.error(at_key(p, "tensor_parallel", where),
                 what + "tensor_parallel (" + std::to_string(tp) + ") must divide the GPUs of a node (" +
                     std::to_string(per_node) + "): an attention group's all-reduces stay inside one node");
+  if (l.moe_expert_parallel > 1 && (l.expert_parallel || tp % l.moe_expert_parallel != 0))
+    diags.error(at_key(p, "moe_expert_parallel", where),
+                what + "moe_expert_parallel (" + std::to_string(l.moe_expert_parallel) +
+                    ") splits the experts inside an attention group: it needs expert_parallel: false and must divide "
+                    "tensor_parallel (" + std::to_string(tp) + ")");
+  else if (l.moe_expert_parallel > 1 && s.model.experts % l.moe_expert_parallel != 0)
+    diags.error(at_key(p, "moe_expert_parallel", where),
+                what + "moe_expert_parallel (" + std::to_string(l.moe_expert_parallel) + ") must divide the model's " +
+                    std::to_string(s.model.experts) + " experts");
   l.gpus = gpus;
   if (!cluster_ok || gpus <= 0) {
     l.data_parallel = dp > 0 ? dp : 1;
@@ -474,6 +505,7 @@ ParallelLayout read_layout(const ParamSet& p, int gpus, const std::string& what,
   res["tensor_parallel"] = l.tensor_parallel;
   res["data_parallel"] = l.data_parallel;
   res["expert_parallel"] = l.expert_parallel;
+  res["moe_expert_parallel"] = l.moe_expert_parallel;
   res["instances"] = l.instances;
   return l;
 }
@@ -588,7 +620,7 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   const YAML::Node eng = sv && sv.IsMap() ? sv["engine"] : YAML::Node();
   YAML::Node engine_res;
   cfg.engine = read_engine(eng, sv, src, diags, engine_res);
-  const ParamSet sc = read_params(sv, scheduler_specs(cfg.engine), src, diags, {"slo", "engine"});
+  const ParamSet sc = read_params(sv, scheduler_specs(cfg.engine), src, diags, {"slo", "engine", "speculative"});
   cfg.max_num_seqs = sc.get_int("max_num_seqs");
   cfg.max_batched_tokens = sc.get_int("max_batched_tokens");
   cfg.chunked_prefill = sc.get_bool("chunked_prefill");
@@ -631,8 +663,45 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
                       (recompute ? " plus the longest output − 1, re-prefilled after a recompute preemption" : "") +
                       ") with chunked_prefill off: it would never be scheduled (raise it, or turn chunked_prefill on)");
   }
+  cfg.two_batch_overlap = sc.get_bool("two_batch_overlap");
+  const YAML::Node spec_node = sv && sv.IsMap() ? sv["speculative"] : YAML::Node();
+  const ParamSet sp = read_params(spec_node, speculative_specs(), src, diags);
+  SpeculativeConfig& spec = cfg.speculative;
+  const std::string method = sp.get_string("method");
+  spec.method = method == "mtp" ? SpeculativeConfig::Method::kMtp
+                : method == "draft-model" ? SpeculativeConfig::Method::kDraftModel
+                                          : SpeculativeConfig::Method::kNone;
+  spec.draft_tokens = static_cast<int>(sp.get_int("draft_tokens"));
+  spec.acceptance_rate = sp.get_float("acceptance_rate");
+  const SourceLocation spec_where = spec_node ? src.locate(spec_node) : s.serving_where;
+  const YAML::Node draft_name = sp.to_yaml()["draft_model"];
+  const bool has_draft = draft_name && draft_name.IsScalar() && draft_name.Scalar() != "~" && draft_name.Scalar() != "null";
+  if (spec.method == SpeculativeConfig::Method::kMtp) {
+    // The MTP module: one layer of the target's shape per module (DeepSeek-V3 §2.2: its own
+    // attention and MoE block, sharing the embedding and output head), run once per draft token.
+    spec.draft = s.model;
+    spec.draft.layers = std::max(1, s.model.mtp_layers);
+    spec.draft.first_dense_layers = 0;
+    spec.draft.moe_every = 1;
+    spec.draft.moe_offset = 0;
+    spec.draft.full_attention_every = 0;
+    if (s.model.mtp_layers <= 0)
+      diags.error(sp.given("method") ? sp.where("method") : spec_where,
+                  "speculative method mtp needs a model with an MTP module (model.mtp_layers >= 1; DeepSeek-V3/R1 "
+                  "ship one: num_nextn_predict_layers 1)");
+    if (has_draft) diags.error(sp.where("draft_model"), "'draft_model' is for method draft-model, not mtp");
+  } else if (spec.method == SpeculativeConfig::Method::kDraftModel) {
+    if (!has_draft) {
+      diags.error(sp.given("method") ? sp.where("method") : spec_where, "speculative method draft-model needs 'draft_model' (a model preset)");
+    } else if (const auto* d = model_presets().find(draft_name.Scalar())) {
+      spec.draft = d->value;
+    } else {
+      diags.error(sp.where("draft_model"), unknown_name_message(model_presets().family(), draft_name.Scalar(), model_presets().names()));
+    }
+  }
   serving_res = sc.to_yaml();
   serving_res["slo"] = slo.to_yaml();
+  serving_res["speculative"] = sp.to_yaml();
   serving_res["engine"] = engine_res;
   if (sw.prompt_cached && cfg.admission == Admission::kReserveFull) {
     // Nothing to forbid: reserved blocks include the cached prompt.
@@ -673,7 +742,7 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
                     "' is not: a disaggregated deployment needs both pools (set both to 0 for colocated)");
   }
   if (d.disaggregated()) {
-    for (const char* k : {"tensor_parallel", "data_parallel", "expert_parallel", "instances"})
+    for (const char* k : {"tensor_parallel", "data_parallel", "expert_parallel", "moe_expert_parallel", "instances"})
       if (dp.given(k))
         diags.error(dp.where(k), std::string("'") + k + "' applies to a colocated deployment; a disaggregated one sets it " +
                                      "per pool (deployment.prefill." + k + ", deployment.decode." + k + ")");

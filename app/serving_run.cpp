@@ -25,6 +25,7 @@ std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& /*
     PoolRole role;
     int first, gpus, tp;
     bool ep;
+    int moe_ep;
     int instance;
   };
   std::vector<Part> parts;
@@ -32,7 +33,7 @@ std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& /*
     const int tp = std::max(1, l.tensor_parallel);
     const int dp = l.expert_parallel ? l.data_parallel : 1;
     const int copies = l.expert_parallel ? l.instances : l.instances * l.data_parallel;
-    for (int i = 0; i < copies; ++i) parts.push_back({role, first + i * tp * dp, tp * dp, tp, l.expert_parallel, i});
+    for (int i = 0; i < copies; ++i) parts.push_back({role, first + i * tp * dp, tp * dp, tp, l.expert_parallel, l.moe_expert_parallel, i});
   };
   if (s.deployment.disaggregated()) {
     add_layout(PoolRole::kPrefill, 0, s.deployment.prefill);
@@ -50,6 +51,7 @@ std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& /*
     pool.gpus = part.gpus;
     pool.tensor_parallel = part.tp;
     pool.expert_parallel = part.ep;
+    pool.moe_expert_parallel = part.moe_ep;
     pool.instance = part.instance;
     pool.view = std::make_unique<Cluster>(pool_spec(s.hardware, part.first, part.gpus));
     // Profiling and training windows see batches of one mean prompt per GPU.

@@ -100,6 +100,75 @@ ClusterSpec dgx_h100(int nodes) {
   return c;
 }
 
+// NVIDIA DGX H200 datasheet: the DGX H100 chassis (four NVSwitch chips, 18 NVLink4 links per GPU
+// = 900 GB/s bidirectional, 450 per direction; 8 ConnectX-7 400 Gb/s compute NICs; two Xeon
+// Platinum 8480C; PCIe gen5) with 8x H200 141GB.
+ClusterSpec dgx_h200() {
+  ClusterSpec c = dgx_h100(1);
+  c.name = "dgx-h200";
+  c.gpu = gpu("H200-141GB");
+  return c;
+}
+
+// H800 servers as DeepSeek describes its own (DeepSeek-V3 report §3.1; DeepEP README: "H800,
+// ~160 GB/s NVLink maximum bandwidth" achieved, CX7 InfiniBand 400 Gb/s RDMA NICs, one per GPU):
+// an HGX H800 board (NVSwitch, 400 GB/s bidirectional NVLink = 200 per direction) in a host like
+// DGX H100's (PCIe gen5 switches with 2 GPUs and 2 NICs each, two Xeon sockets).
+ClusterSpec dgx_h800() {
+  ClusterSpec c = dgx_h100(1);
+  c.name = "dgx-h800";
+  c.gpu = gpu("H800-SXM-80GB");
+  c.nvlink_bandwidth_GBps = 200.0;
+  return c;
+}
+
+// HGX H20 (product brief: NVLink 900 GB/s bidirectional per GPU, PCIe gen5) in a DGX-H100-like
+// host with 8 ConnectX-7 400 Gb/s NICs.
+ClusterSpec hgx_h20() {
+  ClusterSpec c = dgx_h100(1);
+  c.name = "hgx-h20";
+  c.gpu = gpu("H20-96GB");
+  return c;
+}
+
+// NVIDIA DGX B200 datasheet and user guide: 8x B200 on two NVLink 5 switch chips, 18 links per
+// GPU = 1.8 TB/s bidirectional (900 GB/s per direction); 8 single-port ConnectX-7 400 Gb/s compute
+// NICs behind PCIe gen5 switches (2 GPUs and 2 NICs each); two Xeon Platinum 8570 joined by 4 UPI
+// 2.0 links at 20 GT/s (4 x 40 GB/s).
+ClusterSpec dgx_b200() {
+  ClusterSpec c = dgx_h100(1);
+  c.name = "dgx-b200";
+  c.gpu = gpu("B200-180GB");
+  c.nvlink_bandwidth_GBps = 900.0;
+  c.socket_link_GBps = 160.0;
+  return c;
+}
+
+// GB200 / GB300 NVL72 (NVIDIA GB200 NVL72 and GB300 NVL72 datasheets; "NVIDIA GB200 NVL72"
+// technical overview): one rack is one NVLink domain of 72 GPUs, 18 compute trays of 2 Grace
+// CPUs + 4 Blackwell GPUs, all 72 GPUs on 9 NVLink switch trays at 1.8 TB/s bidirectional per GPU
+// (one NVSwitch plane here, 900 GB/s per direction). Each Grace reaches its two GPUs over
+// NVLink-C2C at 900 GB/s bidirectional (450 per direction, shared by the two: a "switch" of two
+// GPUs with a 450 GB/s uplink to its Grace). One scale-out NIC per GPU: ConnectX-7 400 Gb/s on
+// GB200, ConnectX-8 800 Gb/s on GB300. Racks are joined over InfiniBand (`nodes` counts racks).
+// Grace-to-Grace traffic between superchips leaves through the trays' network, so the 36 sockets
+// are joined at one NIC's rate.
+ClusterSpec nvl72(const char* name, const char* gpu_name, double nic_Gbps) {
+  ClusterSpec c = base(name, gpu_name);
+  c.gpus_per_node = 72;
+  c.fabric = Fabric::kNvSwitch;
+  c.nvlink_bandwidth_GBps = 900.0;
+  c.pcie_bandwidth_GBps = 450.0;
+  c.gpus_per_pcie_switch = 2;
+  c.pcie_uplink_GBps = 450.0;
+  c.sockets = 36;
+  c.socket_link_GBps = nic_Gbps / 8.0;
+  c.cpu_vendor = "intel";  // NCCL's tuning only distinguishes AMD from the rest.
+  c.nics_per_node = 72;
+  c.nic_bandwidth_Gbps = nic_Gbps;
+  return c;
+}
+
 // MoE-GPS's NVLink setup: four A100s fully connected. On an HGX A100 4-GPU board each GPU splits
 // its 12 NVLink3 links 4/4/4 over its three peers: 4 x 25 = 100 GB/s per pair per direction (HGX
 // A100 4-GPU product brief). (MoE-GPS itself assumes an idealised 2 TB/s.) Host side as in
@@ -199,6 +268,18 @@ void register_presets(Registry<ClusterSpec>& r) {
       grace_rtx4090("grace-rtx4090-2x4", 4));
   add(r, "2 DGX A100 nodes (16x A100-SXM4-80GB) joined by 8x 200 Gb/s HDR InfiniBand per node", dgx_a100(2));
   add(r, "2 DGX H100 nodes (16x H100-SXM-80GB) joined by 8x 400 Gb/s NDR InfiniBand per node", dgx_h100(2));
+  add(r, "DGX H200: 8x H200-141GB, NVSwitch 450 GB/s per GPU per direction, PCIe gen5, 8x 400 Gb/s NDR", dgx_h200());
+  add(r, "H800 server (DeepSeek's): 8x H800-SXM-80GB, NVLink 200 GB/s per GPU per direction, 8x 400 Gb/s IB",
+      dgx_h800());
+  add(r, "HGX H20: 8x H20-96GB, NVSwitch 450 GB/s per GPU per direction, PCIe gen5, 8x 400 Gb/s", hgx_h20());
+  add(r, "DGX B200: 8x B200-180GB, NVLink 5 900 GB/s per GPU per direction, PCIe gen5, 8x 400 Gb/s NDR",
+      dgx_b200());
+  add(r, "GB200 NVL72 rack: 72x B200 (GB200-186GB) in one NVLink domain, 900 GB/s per GPU per direction, "
+         "Grace over NVLink-C2C, 1x 400 Gb/s NIC per GPU",
+      nvl72("gb200-nvl72", "GB200-186GB", 400.0));
+  add(r, "GB300 NVL72 rack: 72x B300 (GB300-288GB) in one NVLink domain, 900 GB/s per GPU per direction, "
+         "Grace over NVLink-C2C, 1x 800 Gb/s ConnectX-8 per GPU",
+      nvl72("gb300-nvl72", "GB300-288GB", 800.0));
 }
 
 }  // namespace

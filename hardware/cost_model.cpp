@@ -41,6 +41,8 @@ std::int64_t tile_k_of(DType dt) {
   switch (dt) {
     case DType::kFp32: return 8;
     case DType::kFp8: return 64;
+    case DType::kNvFp4:
+    case DType::kMxFp4: return 128;
     default: return 32;
   }
 }
@@ -79,7 +81,12 @@ double ComputeCostModel::flops_only_seconds(const Op& op) const {
 
 double ComputeCostModel::peak(DType t) const {
   double p = gpu_.peak(t);
-  // A dtype without tensor-core support runs at the fp32 rate (e.g. bf16 on V100 is emulated).
+  // Quantised types without tensor cores of their own are dequantised in the kernel and run at
+  // the next wider type's peak (weight-only kernels, e.g. Marlin's W4A16/W8A16): fp4 at fp8 or
+  // fp16, fp8 at fp16. Other types without tensor-core support run at the fp32 rate (bf16 on
+  // V100 is emulated).
+  if (p <= 0.0 && is_fp4(t)) p = gpu_.peak(DType::kFp8);
+  if (p <= 0.0 && (is_fp4(t) || t == DType::kFp8)) p = gpu_.peak(DType::kFp16);
   if (p <= 0.0) p = gpu_.peak(DType::kFp32);
   if (p <= 0.0) throw std::invalid_argument("GPU " + gpu_.name + " has no usable peak FLOP/s");
   return p;

@@ -24,11 +24,17 @@ constexpr double kHwLat[3][3][3] = {
     {{1.0, 1.9, 28.0}, {1.0, 2.5, 5.7}, {0.0, 0.0, 0.0}},
     {{5.0, 8.5, 28.0}, {2.7, 4.0, 14.0}, {0.0, 0.0, 18.0}},
 };
-// tuning.cc, [compCapIndex or CPU row][N1 / N2 / N4+] (GB/s).
-constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
-constexpr double kPerChMaxRingLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
-constexpr double kPerChMaxTreeLL128Bw[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
-constexpr double kPerChMaxTreeBw[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+// tuning.cc, [compCapIndex or CPU row][N1 / N2 / N4+] (GB/s). Rows 0-2 (Volta, Ampere, Hopper)
+// are NCCL 2.19.3's. NCCL 2.19 knows no Blackwell: row 3 (compute capability >= 10.0, B200,
+// GB200, B300) is NCCL 2.30.7's Blackwell row (tuning.cc @ v2.30.7-1), the only release line
+// that has one; its llMaxBws is twice Hopper's 2.30 value (2 x {141, 45, 35}).
+constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}, {282.0, 90.0, 70.0}};
+constexpr double kPerChMaxRingLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {40.0, 40.0, 40.0}};
+constexpr double kPerChMaxTreeLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChMaxTreeBw[4][3] = {
+    {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
 // tuning.cc, treeCorrectionFactor[proto][log2(nBytes >> 6)]: "Trees are not perfectly sticking to
 // the model for medium sizes" (powers of two, 64 B to 256 MB).
 constexpr double kTreeCorrection[3][23] = {
@@ -40,6 +46,11 @@ const std::vector<double> kSpeedIntra{40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4,
 const std::vector<double> kSpeedInter{48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12};
 const std::vector<double> kSm90SpeedIntra{60, 50, 40, 30, 24, 20, 15, 12, 6, 3};
 const std::vector<double> kSm90SpeedInter{48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
+// search.cc @ v2.30.7-1: Blackwell's (sm100) steps.
+const std::vector<double> kSm100SpeedIntra{90, 80, 70, 60, 50, 45, 40, 30, 24, 20, 19, 18};
+const std::vector<double> kSm100SpeedInter{96, 86, 80, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
+const std::vector<double>& speeds_intra(int cc) { return cc >= 100 ? kSm100SpeedIntra : cc >= 90 ? kSm90SpeedIntra : kSpeedIntra; }
+const std::vector<double>& speeds_inter(int cc) { return cc >= 100 ? kSm100SpeedInter : cc >= 90 ? kSm90SpeedInter : kSpeedInter; }
 constexpr int kMaxChannels = 32;      // device.h MAXCHANNELS (the communicator, after ncclTopoPostset)
 constexpr int kMaxRingSearch = 16;    // init.cc: ring graph maxChannels = MAXCHANNELS / 2
 
@@ -47,6 +58,7 @@ constexpr int kMaxRingSearch = 16;    // init.cc: ring graph maxChannels = MAXCH
 // per NVLink2/3/4 link: the ~20% protocol overhead NVIDIA quotes ("450GB/s is the line rate.
 // With the protocol overhead (~20%) NCCL can get ... 370GB/s", NVIDIA/nccl-tests#212).
 double nvlink_link_GBps(int cc) {
+  if (cc >= 100) return 40.1;  // SM100_NVLINK_BW (topo.h @ v2.30.7-1), against NVLink 5's 50 GB/s
   if (cc >= 90) return 20.0;  // SM90_NVLINK_BW
   if (cc == 86) return 12.0;  // SM86_NVLINK_BW
   if (cc >= 80) return 20.0;  // SM80_NVLINK_BW
@@ -54,7 +66,9 @@ double nvlink_link_GBps(int cc) {
   if (cc >= 60) return 18.0;  // SM60_NVLINK_BW
   return 20.0;                // older: ncclTopoNVLinkBw's fallback, SM80_NVLINK_BW
 }
-constexpr double kNvlinkLineGBps = 25.0;
+/// Line rate per NVLink link per direction: 25 GB/s for NVLink 2-4, 50 GB/s for NVLink 5
+/// (Blackwell: 1.8 TB/s bidirectional over 18 links).
+double nvlink_line_GBps(int cc) { return cc >= 100 ? 50.0 : 25.0; }
 // topo.cc: PCIe = lanes × speed / 80 with speed 120 per lane at 16 GT/s → 24 GB/s for gen4 x16,
 // which our presets rate at 31.5 GB/s after 128b/130b: NCCL counts 24/31.5 of every generation.
 constexpr double kPcieNcclFraction = 24.0 / 31.5;
@@ -111,7 +125,8 @@ double nccl_link_GBps(const Cluster& c, LinkId link) {
   const auto& info = c.links()[link];
   const double line = info.bandwidth_Bps / 1e9;
   switch (info.cls) {
-    case LinkClass::kNvLink: return line * nvlink_link_GBps(c.spec().gpu.compute_capability) / kNvlinkLineGBps;
+    case LinkClass::kNvLink: return line * nvlink_link_GBps(c.spec().gpu.compute_capability) /
+                                     nvlink_line_GBps(c.spec().gpu.compute_capability);
     case LinkClass::kPcie: return line * kPcieNcclFraction;
     // topo.cc: the CPU interconnect at AMD_BW (16) or SKL_QPI_BW (10) GB/s, whatever its lanes.
     case LinkClass::kSocket: return std::min(line, c.spec().cpu_vendor == "amd" ? 16.0 : 10.0);
@@ -130,7 +145,7 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
   NcclTopology t;
   const int cc = c.spec().gpu.compute_capability;
   t.compute_capability = cc;
-  t.arch_index = cc >= 90 ? 2 : cc >= 80 ? 1 : 0;
+  t.arch_index = cc >= 100 ? 3 : cc >= 90 ? 2 : cc >= 80 ? 1 : 0;
   t.amd_cpu = c.spec().cpu_vendor == "amd";
   t.nvswitch = c.spec().fabric == Fabric::kNvSwitch;
   t.ranks = static_cast<int>(gpus.size());
@@ -182,7 +197,7 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
     // bandwidth allows; ncclTopoDupChannels doubles them (halving their speed) from 25 GB/s, up to
     // the ring graph's maxChannels (16, init.cc). Below NCCL's slowest speed step (3 GB/s) NCCL
     // would fall back to 0.1 GB/s; we keep the link's own rate.
-    const auto& speeds = cc >= 90 ? kSm90SpeedIntra : kSpeedIntra;
+    const auto& speeds = speeds_intra(cc);
     if (!std::isfinite(t.intra_GBps)) t.intra_GBps = 0.0;
     double speed = speed_floor(speeds, std::min(t.intra_GBps, pair_GBps));
     int nch = speed > 0 ? std::clamp(static_cast<int>(std::floor(t.intra_GBps / speed + 1e-9)), 1, kMaxRingSearch) : 1;
@@ -221,7 +236,7 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
         if (c.links()[l].name.find(".cpu") != std::string::npos) t.nic_near_gpu = false;
       }
       t.net_GBps =
-          std::min(t.net_GBps, speed_floor(cc >= 90 ? kSm90SpeedInter : kSpeedInter, nccl_path_GBps(c, g, other)));
+          std::min(t.net_GBps, speed_floor(speeds_inter(cc), nccl_path_GBps(c, g, other)));
     }
     nic_channels = std::min(nic_channels, std::max<int>(1, static_cast<int>(nics.size())));
   }
@@ -230,7 +245,7 @@ NcclTopology nccl_topology(const Cluster& c, const std::vector<int>& gpus) {
   // Tree pass 2 (search.cc) raises the intra-node speed up to twice the inter-node one, as long as
   // the node's links carry it.
   const double intra_per_channel = fewest > 1 ? t.intra_GBps / t.ring_channels : 2.0 * t.net_GBps;
-  t.tree_bw_GBps = std::max(t.net_GBps, speed_floor(cc >= 90 ? kSm90SpeedInter : kSpeedInter,
+  t.tree_bw_GBps = std::max(t.net_GBps, speed_floor(speeds_inter(cc),
                                                     std::min(2.0 * t.net_GBps, intra_per_channel)));
   if (!std::isfinite(t.intra_GBps)) t.intra_GBps = 0.0;
   return t;
@@ -255,7 +270,7 @@ NcclChoice nccl_choose(const Cluster& c, CollectiveKind kind, const std::vector<
   const int intra_hw = t.intra_hw_nvlink ? kHwNvlink : kHwPci;
   const int cc = t.compute_capability;
   // LL128 "by default only on Volta/Ampere/Hopper+NVLink" (typeIntra <= NVB, typeInter <= PXB).
-  const bool ll128 = t.nvlink_intra && t.nic_near_gpu && (cc == 70 || cc == 80 || cc == 90);
+  const bool ll128 = t.nvlink_intra && t.nic_near_gpu && (cc == 70 || cc == 80 || cc == 90 || cc >= 100);
   // NVLS: NVSwitch multicast on Hopper, one node (2.19 disables it across nodes without CollNet).
   // ncclNvlsInit turns NVLS off with 2 or fewer local GPUs.
   const bool nvls = all_reduce && nodes == 1 && t.nvswitch && cc >= 90 && n > 2;
@@ -339,7 +354,7 @@ NcclCandidate nccl_p2p(const Cluster& c, int src, int dst, double bytes) {
   double bw = nccl_path_GBps(c, src, dst);
   if (p == kLL) {
     const int cc = c.spec().gpu.compute_capability;
-    const int arch = cc >= 90 ? 2 : cc >= 80 ? 1 : 0;
+    const int arch = cc >= 100 ? 3 : cc >= 90 ? 2 : cc >= 80 ? 1 : 0;
     const int index1 = inter ? (c.spec().cpu_vendor == "amd" ? 1 : 0) : arch;
     bw = std::min(bw * 0.5, kLlMaxBw[index1][inter ? 1 : 0]);
   }

@@ -197,6 +197,99 @@ ModelSpec deepseek_v3() {
   m.dtype = DType::kFp8;
   m.vocab = 129280;
   m.max_context = 163840;
+  m.mtp_layers = 1;  // num_nextn_predict_layers: the MTP module, not counted in the 671B
+  return m;
+}
+
+// deepseek-ai/DeepSeek-R1 config.json (tests/data/hf/deepseek-r1.json): DeepSeek-V3's
+// architecture and numbers, fp8 block-quantised (quantization_config fp8, 128x128 blocks), one
+// MTP module (num_nextn_predict_layers 1).
+ModelSpec deepseek_r1() {
+  ModelSpec m = deepseek_v3();
+  m.name = "deepseek-r1";
+  return m;
+}
+
+// moonshotai/Kimi-K2-Instruct config.json (DeepseekV3ForCausalLM; tests/data/hf/kimi-k2.json):
+// 61 layers, hidden 7168, first_k_dense_replace 1 (intermediate_size 18432), 384 routed experts
+// of 2048, top-8, 1 shared expert, MLA with 64 heads (q_lora_rank 1536, kv_lora_rank 512), vocab
+// 163840, max_position_embeddings 131072, fp8 (block 128x128), no MTP module.
+ModelSpec kimi_k2() {
+  ModelSpec m = deepseek_v3();
+  m.name = "kimi-k2";
+  m.first_dense_layers = 1;
+  m.experts = 384;
+  m.attention = mla(64, 1536, 512);
+  m.vocab = 163840;
+  m.max_context = 131072;
+  m.mtp_layers = 0;
+  return m;
+}
+
+// Qwen/Qwen3-235B-A22B config.json (tests/data/hf/qwen3-235b-a22b.json): 94 layers, hidden 4096,
+// 128 experts of moe_intermediate_size 1536, top-8, decoder_sparse_step 1 (every layer MoE),
+// 64 heads / 4 KV heads of head_dim 128, intermediate_size 12288 (unused: no dense layer), vocab
+// 151936, untied, max_position_embeddings 40960, bfloat16.
+ModelSpec qwen3_235b() {
+  ModelSpec m;
+  m.name = "qwen3-235b-a22b";
+  m.layers = 94;
+  m.hidden = 4096;
+  m.expert_ffn = 1536;
+  m.dense_ffn = 12288;
+  m.experts = 128;
+  m.top_k = 8;
+  m.attention = standard_attention(AttentionKind::kGqa, 64, 4, 128);
+  m.vocab = 151936;
+  m.max_context = 40960;
+  return m;
+}
+
+// meta-llama/Llama-4-{Maverick-17B-128E,Scout-17B-16E}-Instruct config.json, text_config
+// (tests/data/hf/llama-4-*.json): 48 layers, hidden 5120, 40 heads / 8 KV heads of head_dim 128,
+// routed experts of intermediate_size 8192, top-1, one shared expert of the same width (model
+// code), dense layers of intermediate_size_mlp 16384, attention_chunk_size 8192 with every
+// fourth layer global (NoPE), vocab 202048, bfloat16. Maverick: 128 experts in every other layer
+// (interleave_moe_layer_step 2: layers 1, 3, ...), max_position_embeddings 1048576. Scout: 16
+// experts in every layer, max_position_embeddings 10485760. The vision tower is not simulated.
+ModelSpec llama4(const char* name, int experts, int step, std::int64_t max_context) {
+  ModelSpec m;
+  m.name = name;
+  m.layers = 48;
+  m.moe_every = step;
+  m.moe_offset = step - 1;
+  m.hidden = 5120;
+  m.expert_ffn = 8192;
+  m.dense_ffn = 16384;
+  m.experts = experts;
+  m.top_k = 1;
+  m.shared_experts = 1;
+  m.shared_expert_ffn = 8192;
+  m.attention = standard_attention(AttentionKind::kGqa, 40, 8, 128, 8192);
+  m.full_attention_every = 4;
+  m.vocab = 202048;
+  m.max_context = max_context;
+  return m;
+}
+
+// openai/gpt-oss-{120b,20b} config.json (tests/data/hf/gpt-oss-*.json): hidden 2880, experts of
+// intermediate_size 2880, top-4, 64 heads / 8 KV heads of head_dim 64, layers alternating a
+// 128-token sliding window and full attention (layer_types), vocab 201088, untied,
+// max_position_embeddings 131072; experts in MXFP4 (quantization_config mxfp4), the rest bf16.
+// 120b: 36 layers, 128 experts; 20b: 24 layers, 32 experts.
+ModelSpec gpt_oss(const char* name, int layers, int experts) {
+  ModelSpec m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = 2880;
+  m.expert_ffn = 2880;
+  m.experts = experts;
+  m.top_k = 4;
+  m.attention = standard_attention(AttentionKind::kGqa, 64, 8, 64, 128);
+  m.full_attention_every = 2;
+  m.expert_dtype = DType::kMxFp4;
+  m.vocab = 201088;
+  m.max_context = 131072;
   return m;
 }
 
@@ -233,7 +326,16 @@ bool add(const ModelSpec& m, const std::string& description) { return model_pres
     add(deepseek_v2_lite(), "DeepSeek-V2-Lite: MLA, 64 routed experts top-6 + 2 shared, first layer dense") &&
     add(qwen3_30b(), "Qwen3-30B-A3B: 128 experts top-8, GQA 32/4 heads") &&
     add(deepseek_v3(), "DeepSeek-V3: MLA, 256 routed experts top-8 + 1 shared, first 3 layers dense, fp8") &&
-    add(llama_moe(), "LLaMA-MoE-3.5B (4/16): LLaMA-2-7B FFNs split into 16 experts, top-4");
+    add(llama_moe(), "LLaMA-MoE-3.5B (4/16): LLaMA-2-7B FFNs split into 16 experts, top-4") &&
+    add(deepseek_r1(), "DeepSeek-R1: DeepSeek-V3's architecture, fp8, one MTP module (deepseek-ai/DeepSeek-R1 config.json)") &&
+    add(kimi_k2(), "Kimi-K2: DeepSeek-V3 architecture, 384 experts top-8, 64 MLA heads, 1T/32B (moonshotai/Kimi-K2-Instruct)") &&
+    add(qwen3_235b(), "Qwen3-235B-A22B: 128 experts top-8 in 94 layers, GQA 64/4 heads (Qwen/Qwen3-235B-A22B)") &&
+    add(llama4("llama-4-maverick", 128, 2, 1048576),
+        "Llama 4 Maverick 17B-128E: MoE every other layer, 128 experts top-1 + shared, chunked attention") &&
+    add(llama4("llama-4-scout", 16, 1, 10485760),
+        "Llama 4 Scout 17B-16E: 16 experts top-1 + shared in every layer, chunked attention") &&
+    add(gpt_oss("gpt-oss-120b", 36, 128), "GPT-OSS-120B: 128 MXFP4 experts top-4, alternating 128-token sliding window") &&
+    add(gpt_oss("gpt-oss-20b", 24, 32), "GPT-OSS-20B: 32 MXFP4 experts top-4, alternating 128-token sliding window");
 
 }  // namespace
 }  // namespace moesim

@@ -47,6 +47,12 @@ bool ModelSpec::is_moe_layer(int layer) const {
   return (layer - first_dense_layers) % every == moe_offset;
 }
 
+std::int64_t ModelSpec::window_of_layer(int layer) const {
+  if (attention.window <= 0) return 0;
+  const int n = full_attention_every;
+  return n > 0 && layer % n == n - 1 ? 0 : attention.window;
+}
+
 int ModelSpec::num_moe_layers() const {
   int n = 0;
   for (int l = 0; l < layers; ++l) n += is_moe_layer(l) ? 1 : 0;

@@ -59,18 +59,39 @@ struct ModelSpec {
   /// TensorRT-LLM's FP8 recipes: fp8 weights and fp8 KV); empty: the weights' dtype.
   std::optional<DType> kv_dtype;
   DType kv_cache_dtype() const { return kv_dtype.value_or(dtype); }
+  /// Routed experts' weight type when it differs from `dtype` (NVFP4 experts of
+  /// nvidia/DeepSeek-R1-FP4, GPT-OSS's MXFP4 experts); empty: `dtype`.
+  std::optional<DType> expert_dtype;
+  /// True: the experts' quantised weights are dequantised inside the kernel and the math runs in
+  /// `dtype` (weight-only, W4A16 / W8A16); false: activations are quantised too and the math runs
+  /// at the expert type's tensor-core peak (W4A4, W8A8).
+  bool expert_weight_only = false;
+  DType expert_weight_dtype() const { return expert_dtype.value_or(dtype); }
+  DType expert_compute_dtype() const { return expert_weight_only ? dtype : expert_weight_dtype(); }
   std::int64_t vocab = 0;
   /// One embedding matrix instead of input + output (tied weights, or an encoder without an LM head).
   bool tied_embeddings = false;
   /// Longest sequence (prompt + output tokens) the model accepts: the config's
   /// max_position_embeddings. 0 = unknown (not checked).
   std::int64_t max_context = 0;
+  /// Interleaved local and global attention: with attention.window > 0, every n-th layer (layer l
+  /// with l % n == n - 1) attends the whole context and the others through the window. GPT-OSS
+  /// alternates sliding (window 128) and full layers (n = 2); Llama 4 runs chunked attention in
+  /// three layers of four and global attention in the fourth (n = 4; a chunk of C tokens is
+  /// priced as a window of C, which bounds it from above). 0: every layer uses the window.
+  int full_attention_every = 0;
+  /// Multi-token-prediction modules shipped with the model (DeepSeek-V3's
+  /// num_nextn_predict_layers): not part of the layers above nor of the parameter counts; the
+  /// serving engine runs them as drafts when serving.speculative.method is mtp.
+  int mtp_layers = 0;
 
+  /// The attention window of layer `layer` (0: full attention).
+  std::int64_t window_of_layer(int layer) const;
   bool is_moe_layer(int layer) const;
   int num_moe_layers() const;
   /// Parameters of one routed expert (gate/up/down as the activation needs).
   double expert_params() const;
-  double expert_bytes() const { return expert_params() * dtype_bytes(dtype); }
+  double expert_bytes() const { return expert_params() * dtype_bytes(expert_weight_dtype()); }
   /// Parameters of one layer's attention block (projections; norms are negligible but counted).
   double attention_params() const;
   /// Parameters of everything except routed experts: attention, router, shared experts, dense

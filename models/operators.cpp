@@ -53,11 +53,12 @@ struct CoreTotals {
 
 /// Splits a step's chunks between the core kernels: MLA's absorbed chunks into `latent`, all
 /// others into `full`. Negative fields count as 0; chunks without new tokens are dropped.
-void split_chunks(std::span<const SeqChunk> seqs, const AttentionSpec& a, CoreTotals& full, CoreTotals& latent) {
+void split_chunks(std::span<const SeqChunk> seqs, const AttentionSpec& a, CoreTotals& full, CoreTotals& latent,
+                  std::int64_t absorbed_max_new) {
   for (const SeqChunk& raw : seqs) {
     const SeqChunk c{std::max<std::int64_t>(raw.new_tokens, 0), std::max<std::int64_t>(raw.context, 0)};
     if (c.new_tokens == 0) continue;
-    (a.kind == AttentionKind::kMla && mla_absorbed(c) ? latent : full).add(c, a);
+    (a.kind == AttentionKind::kMla && mla_absorbed(c, absorbed_max_new) ? latent : full).add(c, a);
   }
 }
 
@@ -120,15 +121,22 @@ void append_ffn(std::vector<Op>& ops, const ModelSpec& m, std::int64_t rows, std
 
 }  // namespace
 
-bool mla_absorbed(const SeqChunk& c) {
-  return c.context > 0 && c.new_tokens > 0 && c.new_tokens <= kMlaAbsorbedMaxNewTokens;
+bool mla_absorbed(const SeqChunk& c, std::int64_t max_new) {
+  return c.context > 0 && c.new_tokens > 0 && c.new_tokens <= max_new;
 }
 
-std::vector<Op> attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs) {
+std::vector<Op> attention_step_ops(const ModelSpec& model, std::span<const SeqChunk> seqs, std::int64_t window,
+                                   std::int64_t absorbed_max_new) {
+  ModelSpec windowed;
+  if (window >= 0 && window != model.attention.window) {
+    windowed = model;
+    windowed.attention.window = window;
+  }
+  const ModelSpec& m = window >= 0 && window != model.attention.window ? windowed : model;
   const AttentionSpec& a = m.attention;
   const DType dt = m.dtype;
   CoreTotals full, latent;
-  split_chunks(seqs, a, full, latent);
+  split_chunks(seqs, a, full, latent, absorbed_max_new);
   const std::int64_t tokens = full.new_tokens + latent.new_tokens;
   if (tokens == 0) return {};
   std::vector<Op> ops;
@@ -182,9 +190,11 @@ std::vector<Op> expert_ops(const ModelSpec& m, const std::vector<std::int64_t>& 
   if (rows == 0) return {};  // no tokens: no kernel runs and no weights are read
   const bool glu = m.activation == Activation::kSwiGlu;
   std::vector<Op> ops;
-  ops.push_back(make_grouped_gemm("expert.up", tokens_per_expert, m.expert_ffn * (glu ? 2 : 1), m.hidden, m.dtype));
+  const DType math = m.expert_compute_dtype(), weights = m.expert_weight_dtype();
+  ops.push_back(make_quantized_grouped_gemm("expert.up", tokens_per_expert, m.expert_ffn * (glu ? 2 : 1), m.hidden,
+                                            math, weights));
   ops.push_back(make_elementwise("expert.act", d(rows) * d(m.expert_ffn) * (glu ? 1.5 : 1.0), m.dtype));
-  ops.push_back(make_grouped_gemm("expert.down", tokens_per_expert, m.hidden, m.expert_ffn, m.dtype));
+  ops.push_back(make_quantized_grouped_gemm("expert.down", tokens_per_expert, m.hidden, m.expert_ffn, math, weights));
   return ops;
 }
 
@@ -196,14 +206,20 @@ std::vector<Op> sharded_expert_ops(const ModelSpec& m, const std::vector<std::in
   const bool glu = m.activation == Activation::kSwiGlu;
   const std::int64_t width = (m.expert_ffn + shards - 1) / shards;
   std::vector<Op> ops;
+  const DType math = m.expert_compute_dtype(), weights = m.expert_weight_dtype();
   if (fused) {
-    ops.push_back(make_grouped_gemm("expert_shard.up", tokens_per_expert, width * (glu ? 2 : 1), m.hidden, m.dtype));
+    ops.push_back(make_quantized_grouped_gemm("expert_shard.up", tokens_per_expert, width * (glu ? 2 : 1), m.hidden,
+                                              math, weights));
     ops.push_back(make_elementwise("expert_shard.act", d(rows) * d(width) * (glu ? 1.5 : 1.0), m.dtype));
-    ops.push_back(make_grouped_gemm("expert_shard.down", tokens_per_expert, m.hidden, width, m.dtype));
+    ops.push_back(make_quantized_grouped_gemm("expert_shard.down", tokens_per_expert, m.hidden, width, math, weights));
     return ops;
   }
-  for (const auto t : tokens_per_expert)
-    if (t > 0) append_ffn(ops, m, t, width, "expert_shard.up", "expert_shard.act", "expert_shard.down");
+  for (const auto t : tokens_per_expert) {
+    if (t <= 0) continue;
+    ops.push_back(make_quantized_gemm("expert_shard.up", t, width * (glu ? 2 : 1), m.hidden, math, weights));
+    ops.push_back(make_elementwise("expert_shard.act", d(t) * d(width) * (glu ? 1.5 : 1.0), m.dtype));
+    ops.push_back(make_quantized_gemm("expert_shard.down", t, m.hidden, width, math, weights));
+  }
   return ops;
 }
 

@@ -29,7 +29,10 @@ inline constexpr std::int64_t kMlaAbsorbedMaxNewTokens = 1;
 /// kMlaAbsorbedMaxNewTokens new tokens. False: the latent of the new tokens and of the cached
 /// positions they attend is decompressed into per-head K and V (kv_b) and the core runs as
 /// multi-head attention, as prefill does.
-bool mla_absorbed(const SeqChunk& c);
+/// `max_new`: the most new tokens an absorbed chunk may have (a speculative decode step verifies
+/// 1 + drafts tokens per sequence and runs them absorbed: vLLM raises its decode threshold to
+/// 1 + num_speculative_tokens, FlashMLA takes several query tokens per sequence).
+bool mla_absorbed(const SeqChunk& c, std::int64_t max_new = kMlaAbsorbedMaxNewTokens);
 
 /// Attention of one serving step on one GPU over `seqs` (prefill chunks and decode tokens may be
 /// mixed, as in chunked prefill): norm, projections over the step's new tokens, one fused
@@ -51,7 +54,10 @@ bool mla_absorbed(const SeqChunk& c);
 /// "attn.q_absorb" (per-head q_nope · W^UK), "attn.core_latent" (MQA-like over the cached
 /// latent of kv_lora_rank + qk_rope_head_dim per position, one copy shared by all heads) and
 /// "attn.v_absorb" (per-head latent output · W^UV), before the shared "attn.out".
-std::vector<Op> attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs);
+/// `window` overrides the model's attention window for this layer (-1: attention.window; 0: full
+/// attention, e.g. a global layer of an interleaved model); `absorbed_max_new` as in mla_absorbed.
+std::vector<Op> attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs, std::int64_t window = -1,
+                                   std::int64_t absorbed_max_new = kMlaAbsorbedMaxNewTokens);
 
 /// Prefill attention for `sequences` sequences of `seq_len` tokens on one GPU: the step
 /// attention_step_ops(m, `sequences` copies of {seq_len, 0}); empty when either is <= 0.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "models/model_spec.hpp"
 #include "serving/engine_profile.hpp"
 
 namespace moesim {
@@ -32,6 +33,25 @@ enum class StepMix {
   kPrefillFirst,
 };
 
+/// `serving.speculative`: speculative decoding. Every decode step verifies `draft_tokens` drafted
+/// tokens per sequence (the step runs 1 + draft_tokens query tokens per sequence through the
+/// model), after the drafts themselves ran: `draft_tokens` sequential passes of the draft, one
+/// new token per sequence each. Of the drafts, a sequence keeps the longest accepted prefix, each
+/// draft accepted with probability `acceptance_rate` given the previous one was (seeded per
+/// request and position), plus the target model's own token.
+struct SpeculativeConfig {
+  enum class Method { kNone, kMtp, kDraftModel };
+  Method method = Method::kNone;
+  int draft_tokens = 1;
+  double acceptance_rate = 0.8;
+  /// The draft's layers: the model's MTP module(s) (DeepSeek-V3 §2.2; TensorRT-LLM and SGLang run
+  /// the module once per draft token), or a separate small model.
+  ModelSpec draft;
+  bool enabled() const { return method != Method::kNone; }
+  /// Query tokens a decode step runs per sequence.
+  std::int64_t verify_tokens() const { return enabled() ? 1 + draft_tokens : 1; }
+};
+
 /// `serving:` (vLLM's scheduler knobs, per attention data-parallel rank).
 struct SchedulerConfig {
   std::int64_t max_num_seqs = 256;          ///< running sequences per rank
@@ -49,6 +69,11 @@ struct SchedulerConfig {
   std::optional<double> slo_tpot_ms;        ///< serving.slo.tpot_ms (goodput)
   double progress_interval_s = 0.5;         ///< wall seconds between `moesim run` progress redraws (no effect on results)
   EngineProfile engine;                     ///< serving.engine: step costs outside the kernels
+  SpeculativeConfig speculative;            ///< serving.speculative (MTP, draft model)
+  /// serving.two_batch_overlap: each step split into two micro-batches whose computation overlaps
+  /// the other's expert dispatch and combine (SGLang --enable-two-batch-overlap, DeepSeek's
+  /// inference system).
+  bool two_batch_overlap = false;
 };
 
 /// How one pool's GPUs run the model: attention groups of `tensor_parallel` GPUs (heads split,
@@ -59,6 +84,9 @@ struct ParallelLayout {
   int tensor_parallel = 1;
   int data_parallel = 1;      ///< 0: every GPU of the pool (today's default: DP over the pool)
   bool expert_parallel = true;
+  /// With expert_parallel false: the group's experts split over this many of its GPUs, each
+  /// sharded over tensor_parallel / moe_expert_parallel of them (TensorRT-LLM's moe_ep_size).
+  int moe_expert_parallel = 1;
   int instances = 0;          ///< 0: auto (GPUs / (TP × DP))
   int gpus = 0;               ///< GPUs of the pool (0: every GPU the others leave)
   int gpus_per_instance() const { return tensor_parallel * data_parallel; }

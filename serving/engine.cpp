@@ -14,6 +14,10 @@ namespace {
 // routing per (pool, step, layer), and the predictors' own draws per (pool, step, layer).
 constexpr std::uint64_t kStepRoutingStream = 0x5E7E0001ULL;
 constexpr std::uint64_t kStepPredictorStream = 0x5E7E0002ULL;
+// Speculative decoding: the acceptance draws of (request, position), independent of step order.
+constexpr std::uint64_t kDraftAcceptStream = 0x5E7E0003ULL;
+// Two-batch overlap: the second micro-batch's routing per (pool, step, layer).
+constexpr std::uint64_t kTboRoutingStream = 0x5E7E1000ULL;
 }  // namespace
 
 /// The simulator, network and executor one serving run owns.
@@ -183,6 +187,15 @@ void ServingEngine::start_step(int pool) {
   const int tp = sp.tensor_parallel;
   shape.attention_tp = tp;
   shape.tp_experts = !sp.expert_parallel;
+  shape.moe_expert_parallel = sp.moe_expert_parallel;
+  const SpeculativeConfig& spec = setup_.scheduler.speculative;
+  shape.mla_absorbed_max_new = std::max<std::int64_t>(kMlaAbsorbedMaxNewTokens, spec.verify_tokens());
+  if (spec.enabled()) {
+    shape.draft = &spec.draft;
+    shape.draft_passes = spec.draft_tokens;
+    shape.draft_mtp = spec.method == SpeculativeConfig::Method::kMtp;
+    shape.draft_seqs.resize(static_cast<std::size_t>(sp.gpus));
+  }
   std::vector<TokenRef> tokens;
   bool any = false, decode_only = true;
   std::int64_t busiest_seqs = 0, busiest_tokens = 0;
@@ -195,7 +208,10 @@ void ServingEngine::start_step(int pool) {
     shape.swap_in_bytes[home] = static_cast<double>(rs.swap_in_tokens) * kv_bytes;
     for (const ScheduledChunk& c : rs.chunks) {
       shape.seqs[home].push_back(SeqChunk{c.new_tokens, c.context});
-      decode_only = decode_only && !c.request->prefilling() && c.new_tokens == 1;
+      const bool decode = !c.request->prefilling();
+      decode_only = decode_only && decode;
+      // Drafts are proposed for sequences that decode (a verify step with at least one draft).
+      if (spec.enabled() && decode && c.new_tokens > 1) shape.draft_seqs[home].push_back(SeqChunk{1, c.context + 1});
       if (!by_count)
         for (std::int64_t j = 0; j < c.new_tokens; ++j) tokens.push_back(TokenRef{c.request->spec.id, c.context + j});
     }
@@ -224,11 +240,15 @@ void ServingEngine::start_step(int pool) {
       // Padding rows are inserted after the rank's own (tokens are laid out rank by rank).
       std::size_t at = 0;
       if (!by_count)
-        for (int h = 0; h <= g; ++h) at += shape.seqs[static_cast<std::size_t>(h * tp)].size();
+        for (int h = 0; h <= g; ++h)
+          for (const SeqChunk& c : shape.seqs[static_cast<std::size_t>(h * tp)]) at += static_cast<std::size_t>(c.new_tokens);
       for (std::int64_t j = 0; j < pad; ++j) {
-        chunks.push_back(SeqChunk{1, 1});
+        chunks.push_back(SeqChunk{spec.verify_tokens(), 1});
+        if (spec.enabled()) shape.draft_seqs[static_cast<std::size_t>(g * tp)].push_back(SeqChunk{1, 1});
         if (!by_count)
-          tokens.insert(tokens.begin() + static_cast<std::ptrdiff_t>(at++), TokenRef{-1 - static_cast<std::int64_t>(g), j});
+          for (std::int64_t q = 0; q < spec.verify_tokens(); ++q)
+            tokens.insert(tokens.begin() + static_cast<std::ptrdiff_t>(at++),
+                          TokenRef{-1 - static_cast<std::int64_t>(g), j * spec.verify_tokens() + q});
       }
     }
   }
@@ -255,7 +275,68 @@ void ServingEngine::start_step(int pool) {
     Rng rng = Rng::derive(setup_.seed, kStepPredictorStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
     p.forecasts.push_back(sp.predictor->forecast(p.step, l, p.routing[static_cast<std::size_t>(l)], rng));
   }
-  p.plan = std::make_shared<StepPlan>(plan_step(*sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts));
+  bool planned = false;
+  if (setup_.scheduler.two_batch_overlap) {
+    // Two micro-batches: each GPU's first half of its sequences (of a lone prompt chunk, its first
+    // half of tokens) and the rest; the second half routes with its own draws.
+    StepShape first = shape, second = shape;
+    second.host_time = 0;
+    second.swap_out_bytes.assign(shape.swap_out_bytes.size(), 0.0);
+    second.swap_in_bytes.assign(shape.swap_in_bytes.size(), 0.0);
+    std::vector<TokenRef> tokens_first, tokens_second;
+    std::size_t offset = 0;
+    bool both = false;
+    for (std::size_t g = 0; g < shape.seqs.size(); ++g) {
+      const auto& all = shape.seqs[g];
+      auto& a = first.seqs[g];
+      auto& b = second.seqs[g];
+      a.clear();
+      b.clear();
+      if (all.size() == 1 && all[0].new_tokens > 1) {
+        const std::int64_t half = all[0].new_tokens / 2;
+        a.push_back(SeqChunk{half, all[0].context});
+        b.push_back(SeqChunk{all[0].new_tokens - half, all[0].context + half});
+      } else {
+        const std::size_t half = (all.size() + 1) / 2;
+        a.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(half));
+        b.assign(all.begin() + static_cast<std::ptrdiff_t>(half), all.end());
+      }
+      if (spec.enabled()) {
+        const auto& d = shape.draft_seqs[g];
+        const std::size_t half = (d.size() + 1) / 2;
+        first.draft_seqs[g].assign(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(half));
+        second.draft_seqs[g].assign(d.begin() + static_cast<std::ptrdiff_t>(half), d.end());
+      }
+      std::size_t na = 0, nb = 0;
+      for (const SeqChunk& c : a) na += static_cast<std::size_t>(c.new_tokens);
+      for (const SeqChunk& c : b) nb += static_cast<std::size_t>(c.new_tokens);
+      both = both || nb > 0;
+      if (!by_count) {
+        tokens_first.insert(tokens_first.end(), tokens.begin() + static_cast<std::ptrdiff_t>(offset),
+                            tokens.begin() + static_cast<std::ptrdiff_t>(offset + na));
+        tokens_second.insert(tokens_second.end(), tokens.begin() + static_cast<std::ptrdiff_t>(offset + na),
+                             tokens.begin() + static_cast<std::ptrdiff_t>(offset + na + nb));
+      }
+      offset += na + nb;
+    }
+    if (both) {
+      std::vector<LayerRouting> routing_first, routing_second;
+      const std::vector<std::int64_t> home_first = first.home_tokens(), home_second = second.home_tokens();
+      for (int l = 0; l < moe_layers; ++l) {
+        Rng ra = Rng::derive(setup_.seed, kStepRoutingStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
+        Rng rb = Rng::derive(setup_.seed, kTboRoutingStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
+        routing_first.push_back(by_count ? setup_.routing->route_counts(p.step, l, home_first, ra)
+                                         : setup_.routing->route_tokens(p.step, l, tokens_first, ra));
+        routing_second.push_back(by_count ? setup_.routing->route_counts(p.step, l, home_second, rb)
+                                          : setup_.routing->route_tokens(p.step, l, tokens_second, rb));
+      }
+      p.plan = std::make_shared<StepPlan>(
+          plan_two_batch_step(*sp.policy, *sp.ctx, p.step, first, second, routing_first, routing_second, &p.forecasts));
+      planned = true;
+    }
+  }
+  if (!planned)
+    p.plan = std::make_shared<StepPlan>(plan_step(*sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts));
   if (!p.gpu_of.empty()) p.plan->graph.remap(p.gpu_of, p.endpoint_of);
   p.busy = true;
   ++steps_;
@@ -284,8 +365,19 @@ void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {
   for (int l = 0; l < static_cast<int>(p.routing.size()); ++l) sp.predictor->observe(p.step, l, p.routing[static_cast<std::size_t>(l)]);
 
   p.busy = false;
+  // Speculative decoding: drafts are accepted in order, each with the configured probability
+  // given the previous one was; the first rejection ends the accepted prefix.
+  const SpeculativeConfig& spec = setup_.scheduler.speculative;
+  const RankScheduler::AcceptDrafts accept = [this, &spec](const Request& r, std::int64_t drafts) {
+    Rng rng = Rng::derive(setup_.seed, kDraftAcceptStream, static_cast<std::uint64_t>(r.spec.id),
+                          static_cast<std::uint64_t>(r.generated));
+    std::int64_t a = 0;
+    while (a < drafts && rng.uniform01() < spec.acceptance_rate) ++a;
+    return a;
+  };
   for (std::size_t g = 0; g < p.rank_steps.size(); ++g)
-    for (Request* r : p.ranks[g].complete(p.rank_steps[g])) produced_token(pool, *r);
+    for (Request* r : p.ranks[g].complete(p.rank_steps[g], spec.enabled() ? accept : RankScheduler::AcceptDrafts{}))
+      produced_token(pool, *r);
   p.rank_steps.clear();
   if (!awaiting_transfer_.empty()) try_transfers();
   request_step(pool);
@@ -299,8 +391,15 @@ void ServingEngine::produced_token(int pool, Request& r) {
     awaiting_transfer_.push_back(&r);
     return;
   }
-  if (r.first_token < 0) r.first_token = now();
-  else r.itl_ms.push_back(ticks_to_ms(now() - r.last_token));
+  if (r.first_token < 0) {
+    r.first_token = now();
+  } else {
+    // Tokens that came out together (a speculative step's accepted drafts) share the gap: one
+    // inter-token latency per token, so that ITL and TPOT count output tokens.
+    const std::int64_t n = std::max<std::int64_t>(1, r.emitted);
+    const double gap = ticks_to_ms(now() - r.last_token) / static_cast<double>(n);
+    for (std::int64_t i = 0; i < n; ++i) r.itl_ms.push_back(gap);
+  }
   r.last_token = now();
   if (r.done()) finish_request(r);
 }

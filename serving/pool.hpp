@@ -28,6 +28,7 @@ struct ServingPool {
   int gpus = 0;
   int tensor_parallel = 1;       ///< GPUs per attention group (rank)
   bool expert_parallel = true;   ///< false: experts tensor-parallel inside each group
+  int moe_expert_parallel = 1;   ///< with expert_parallel false: experts split over this many GPUs of a group
   int instance = 0;              ///< which copy of the model (metrics)
   int ranks() const { return gpus / tensor_parallel; }
   std::unique_ptr<Cluster> view;          ///< the pool as a cluster of its own (policy's view)

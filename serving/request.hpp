@@ -32,6 +32,7 @@ struct Request {
   /// generated token after a recompute preemption (vLLM recomputes prompt + output so far).
   std::int64_t prefill_target = 0;
   std::int64_t generated = 0;   ///< output tokens produced so far
+  std::int64_t emitted = 0;     ///< output tokens its last step produced (1 + accepted drafts)
   std::int64_t preemptions = 0;
   std::int64_t admitted_order = 0;  ///< admission sequence on its rank (newest is preempted first)
   /// Disaggregated: the decode pool takes it after its first token (0: colocated).

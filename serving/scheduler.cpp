@@ -58,7 +58,7 @@ void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget, bool 
       ++i;
       continue;
     }
-    const std::int64_t n = r->prefilling() ? prefill_chunk(*r, budget, config_.chunked_prefill) : 1;
+    const std::int64_t n = r->prefilling() ? prefill_chunk(*r, budget, config_.chunked_prefill) : decode_tokens(*r);
     if (n <= 0) {
       ++i;
       continue;
@@ -87,7 +87,7 @@ void RankScheduler::admit_waiting(RankStep& step, std::int64_t& budget, Tick now
   while (!waiting_.empty() && budget > 0 && static_cast<std::int64_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
     const bool swapped = r->state == RequestState::kSwapped;
-    const std::int64_t n = r->prefilling() ? prefill_chunk(*r, budget, config_.chunked_prefill) : 1;
+    const std::int64_t n = r->prefilling() ? prefill_chunk(*r, budget, config_.chunked_prefill) : decode_tokens(*r);
     // Reserve-full admission (TensorRT-LLM's GUARANTEED_NO_EVICT) takes the blocks of the whole
     // request now, so the request never needs another block and nothing is ever preempted.
     const std::int64_t hold = config_.admission == Admission::kReserveFull
@@ -133,13 +133,26 @@ Request* RankScheduler::preempt_newest(RankStep& step, const Request* self) {
   return nullptr;
 }
 
-std::vector<Request*> RankScheduler::complete(const RankStep& step) {
+// A decode step verifies the sequence's drafts: never more than the request still has to
+// produce, so its KV never outgrows prompt + output.
+std::int64_t RankScheduler::decode_tokens(const Request& r) const {
+  const std::int64_t left = std::max<std::int64_t>(1, r.spec.output_tokens - r.generated);
+  return std::min(config_.speculative.verify_tokens(), left);
+}
+
+std::vector<Request*> RankScheduler::complete(const RankStep& step, const AcceptDrafts& accept) {
   std::vector<Request*> produced;
   for (const ScheduledChunk& c : step.chunks) {
     Request* r = c.request;
-    r->computed += c.new_tokens;
+    const bool decode = !r->prefilling();
+    // Speculative decoding: of the chunk's drafts (all but its first token) the accepted prefix
+    // and the target's own token come out; the rejected drafts' KV is dropped.
+    const std::int64_t drafts = decode ? c.new_tokens - 1 : 0;
+    const std::int64_t accepted = drafts > 0 && accept ? std::clamp<std::int64_t>(accept(*r, drafts), 0, drafts) : 0;
+    r->computed += decode ? 1 + accepted : c.new_tokens;
     if (r->prefilling()) continue;  // a chunk of a prompt: no token yet
-    ++r->generated;
+    r->emitted = 1 + accepted;
+    r->generated += r->emitted;
     produced.push_back(r);
   }
   return produced;

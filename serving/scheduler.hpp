@@ -7,6 +7,7 @@
 // its KV is dropped and it is prefilled again; swap: its KV goes to host memory over PCIe).
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "serving/config.hpp"
@@ -41,9 +42,12 @@ class RankScheduler {
   void enqueue(Request* r);
   /// Forms this rank's part of the next step (may be empty) and updates states and KV blocks.
   RankStep schedule(Tick now);
+  /// How many of a decode chunk's `drafts` speculative tokens its request accepts (0..drafts).
+  using AcceptDrafts = std::function<std::int64_t(const Request&, std::int64_t drafts)>;
   /// Applies a finished step: advances every scheduled request. Returns the requests that
-  /// produced a token in it (the engine records times and retires finished ones).
-  std::vector<Request*> complete(const RankStep& step);
+  /// produced tokens in it (Request::emitted of them; the engine records times and retires
+  /// finished ones). `accept` decides speculative decode chunks (none: no draft accepted).
+  std::vector<Request*> complete(const RankStep& step, const AcceptDrafts& accept = {});
   /// Removes a finished (or handed-over) request and frees its blocks.
   void retire(Request* r);
 
@@ -55,6 +59,8 @@ class RankScheduler {
   const PagedKvCache& cache() const { return cache_; }
 
  private:
+  /// Query tokens of `r`'s next decode step: 1, or 1 + its drafts under speculative decoding.
+  std::int64_t decode_tokens(const Request& r) const;
   /// Frees blocks by preempting the newest running request (other than those in `keep`).
   /// Returns the victim, or nullptr when none could be preempted.
   Request* preempt_newest(RankStep& step, const Request* self);

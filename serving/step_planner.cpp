@@ -50,7 +50,7 @@ TaskId add_swaps(TaskGraph& plan, const PolicyContext& ctx, const StepShape& sha
 // Every GPU's attention ops under tensor parallelism (Megatron-LM's split, as MoE-GPS §2 assumes):
 // 1/G of the query heads and of the KV heads (one replicated KV head per GPU when there are fewer
 // KV heads than GPUs) over every sequence of the step; norms and residuals on every token.
-std::vector<Op> tensor_parallel_attention_ops(const ModelSpec& m, const StepShape& shape, int gpus) {
+std::vector<Op> tensor_parallel_attention_ops(const ModelSpec& m, const StepShape& shape, int gpus, std::int64_t window) {
   if (m.attention.heads % gpus != 0)
     throw std::logic_error("tensor-parallel attention: " + std::to_string(m.attention.heads) +
                            " heads do not split over " + std::to_string(gpus) + " GPUs");
@@ -59,8 +59,11 @@ std::vector<Op> tensor_parallel_attention_ops(const ModelSpec& m, const StepShap
   slice.attention.kv_heads = std::max(1, m.attention.kv_heads / gpus);
   std::vector<SeqChunk> all;
   for (const auto& chunks : shape.seqs) all.insert(all.end(), chunks.begin(), chunks.end());
-  return attention_step_ops(slice, all);
+  return attention_step_ops(slice, all, window, shape.mla_absorbed_max_new);
 }
+
+/// Whether `m` has global layers beside its windowed ones (ModelSpec::full_attention_every).
+bool interleaved(const ModelSpec& m) { return m.attention.window > 0 && m.full_attention_every > 0; }
 
 }  // namespace
 
@@ -72,7 +75,8 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
       tensor_parallel_(shape.tensor_parallel_attention),
       group_tp_(shape.attention_tp),
       grouped_(shape.grouped()),
-      tp_experts_(shape.tp_experts) {
+      tp_experts_(shape.tp_experts),
+      moe_ep_(std::max(1, shape.moe_expert_parallel)) {
   const int G = ctx.cluster.num_gpus();
   if (static_cast<int>(shape.seqs.size()) != G) throw std::logic_error("plan_step: one sequence list per GPU expected");
   if (grouped_ && (tensor_parallel_ || group_tp_ < 1 || G % group_tp_ != 0))
@@ -97,8 +101,13 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
     }
     last_[g] = add_swaps(plan, ctx, shape, g, root);
   }
-  // Attention ops depend only on the GPU's chunks, the same in every layer: built once.
+  // Attention ops depend only on the GPU's chunks, the same in every layer: built once (twice for
+  // models that interleave windowed and global layers).
+  const std::int64_t window = ctx.model.attention.window;
+  const std::int64_t absorbed = shape.mla_absorbed_max_new;
+  const bool two = interleaved(ctx.model);
   attention_.resize(G);
+  if (two) global_attention_.resize(G);
   if (grouped_) {
     slice_ = tensor_parallel_slice(ctx.model, group_tp_);
     for (int k = 0; k * group_tp_ < G; ++k) {
@@ -110,16 +119,29 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
       std::int64_t n = 0;
       for (const SeqChunk& c : chunks) n += c.new_tokens;
       group_tokens_.push_back(n);
-      const std::vector<Op> ops = attention_step_ops(slice_, chunks);
+      const std::vector<Op> ops = attention_step_ops(slice_, chunks, window, absorbed);
       for (int i = 0; i < group_tp_; ++i) attention_[static_cast<std::size_t>(k * group_tp_ + i)] = ops;
+      if (two) {
+        const std::vector<Op> global = attention_step_ops(slice_, chunks, 0, absorbed);
+        for (int i = 0; i < group_tp_; ++i) global_attention_[static_cast<std::size_t>(k * group_tp_ + i)] = global;
+      }
     }
     return;
   }
   if (tensor_parallel_) {
-    attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G));
+    attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G, window));
+    if (two) global_attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G, 0));
     return;
   }
-  for (int g = 0; g < G; ++g) attention_[g] = attention_step_ops(ctx.model, shape.seqs[g]);
+  for (int g = 0; g < G; ++g) {
+    attention_[g] = attention_step_ops(ctx.model, shape.seqs[g], window, absorbed);
+    if (two) global_attention_[g] = attention_step_ops(ctx.model, shape.seqs[g], 0, absorbed);
+  }
+}
+
+const std::vector<Op>& StepBuilder::attention_of(int g, int layer) const {
+  const auto i = static_cast<std::size_t>(g);
+  return !global_attention_.empty() && ctx_.model.window_of_layer(layer) == 0 ? global_attention_[i] : attention_[i];
 }
 
 bool StepBuilder::done() const { return layer_ >= ctx_.model.layers; }
@@ -146,7 +168,7 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
   std::vector<TaskId> attn = tensor_parallel_ ? add_tensor_parallel_attention(plan, layer) : std::vector<TaskId>(G);
   for (int g = 0; g < G && !tensor_parallel_; ++g) {
     const TaskId dep[] = {last_[g]};
-    attn[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kAttention, layer, attention_[g], dep)
+    attn[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kAttention, layer, attention_of(g, layer), dep)
                                   : plan.join(dep, Phase::kAttention, layer);
   }
   if (!moe) {
@@ -188,7 +210,7 @@ std::vector<TaskId> StepBuilder::add_tensor_parallel_attention(TaskGraph& plan, 
   std::vector<TaskId> attn(static_cast<std::size_t>(G));
   for (int g = 0; g < G; ++g) {
     const TaskId dep[] = {start[g]};
-    attn[g] = plan.compute(g, Phase::kAttention, layer, attention_[g], dep);
+    attn[g] = plan.compute(g, Phase::kAttention, layer, attention_of(g, layer), dep);
   }
   // Each GPU's output projection holds a partial sum over its heads for every token (MoE-GPS §2:
   // "We used Ring All Reduce to optimize the communication runtime after TP").
@@ -258,7 +280,7 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
     for (int i = 0; i < T; ++i) {
       const TaskId dep[] = {start[static_cast<std::size_t>(i)]};
       attn[static_cast<std::size_t>(i)] =
-          plan.compute(k * T + i, Phase::kAttention, layer, attention_[first + static_cast<std::size_t>(i)], dep);
+          plan.compute(k * T + i, Phase::kAttention, layer, attention_of(k * T + i, layer), dep);
     }
     all_reduce(k, attn, Phase::kCollective);
   }
@@ -286,6 +308,10 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
     });
     moe_out_ = MoeLayerOutput{};
     moe_out_.gpu_tokens.assign(static_cast<std::size_t>(G), 0);
+    // Mixed MoE parallelism (TensorRT-LLM moe_ep_size x moe_tp_size): GPU i of a group holds the
+    // experts of its EP slice (a contiguous range of E / EP), each sharded over T / EP GPUs.
+    const int ep = moe_ep_, shards = T / moe_ep_;
+    const int per_slice = m.experts / ep;
     for (int k = 0; k < groups; ++k) {
       const std::int64_t n = group_tokens_[static_cast<std::size_t>(k)];
       if (n == 0) continue;
@@ -293,12 +319,17 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
       for (int i = 0; i < T; ++i) {
         const int g = k * T + i;
         std::vector<Op> ops = router_ops(m, n);
-        for (Op& op : sharded_expert_ops(m, per_expert[static_cast<std::size_t>(k)], T, true)) ops.push_back(std::move(op));
+        const auto& counts = per_expert[static_cast<std::size_t>(k)];
+        const auto slice_begin = counts.begin() + static_cast<std::ptrdiff_t>((i / shards) * per_slice);
+        const std::vector<std::int64_t> mine = ep > 1 ? std::vector<std::int64_t>(slice_begin, slice_begin + per_slice) : counts;
+        for (Op& op : sharded_expert_ops(m, mine, shards, true)) ops.push_back(std::move(op));
         for (Op& op : shared_expert_ops(slice_, n)) ops.push_back(std::move(op));
         for (Op& op : combine_ops(m, n)) ops.push_back(std::move(op));
         const TaskId dep[] = {last_[static_cast<std::size_t>(g)]};
         block[static_cast<std::size_t>(i)] = plan.compute(g, Phase::kExperts, layer, ops, dep);
-        moe_out_.gpu_tokens[static_cast<std::size_t>(g)] = n * m.top_k;
+        std::int64_t selections = 0;
+        for (const auto c : mine) selections += c;
+        moe_out_.gpu_tokens[static_cast<std::size_t>(g)] = selections;
       }
       all_reduce(k, block, Phase::kCombine);
     }
@@ -321,6 +352,104 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
   return &moe_out_;
 }
 
+// Speculative drafts (StepShape::draft): draft_passes sequential passes over one new token per
+// decoding sequence. A pass runs, per attention group (one GPU without tensor parallelism): for
+// an MTP draft the two norms and eh_proj that join the token's embedding with the target's hidden
+// state (DeepSeek-V3 §2.2, Fig. 3), then the draft's layers (attention 1/T of the heads and an
+// all-reduce; a dense FFN 1/T, or the MoE block), then the LM head over 1/T of the vocabulary.
+// The draft's experts are where the target's are (an MTP module's routed experts are laid out as
+// a layer of the target's): each GPU computes its even share of the pool's selections over its
+// share of the experts (expert parallel), or its shards of every selected expert (tensor-parallel
+// experts). Their dispatch is not planned: a draft token's selections stay an even share.
+void StepBuilder::add_drafts(TaskGraph& plan, const StepShape& shape) {
+  if (!shape.draft || shape.draft_passes <= 0) return;
+  const ModelSpec& d = *shape.draft;
+  const Cluster& cluster = ctx_.cluster;
+  const int G = cluster.num_gpus();
+  const int T = grouped_ ? group_tp_ : tensor_parallel_ ? G : 1;
+  const int groups = G / T;
+  const ModelSpec slice = tensor_parallel_slice(d, T);
+  const double tb = token_bytes(d);
+  // Draft tokens per group, and over the pool.
+  std::vector<std::vector<SeqChunk>> chunks(static_cast<std::size_t>(groups));
+  std::int64_t total = 0;
+  for (int g = 0; g < G && g < static_cast<int>(shape.draft_seqs.size()); ++g) {
+    auto& c = chunks[static_cast<std::size_t>(g / T)];
+    c.insert(c.end(), shape.draft_seqs[static_cast<std::size_t>(g)].begin(), shape.draft_seqs[static_cast<std::size_t>(g)].end());
+    total += static_cast<std::int64_t>(shape.draft_seqs[static_cast<std::size_t>(g)].size());
+  }
+  if (total == 0) return;
+  const auto ceil_div = [](std::int64_t a, std::int64_t b) { return b > 0 ? (a + b - 1) / b : 0; };
+  // One GPU's routed-expert ops for a draft MoE layer over `n` tokens of its group.
+  const auto expert_share = [&](std::int64_t n) {
+    if (tp_experts_) {
+      const std::int64_t sel = n * d.top_k, slice_experts = d.experts / moe_ep_;
+      const std::int64_t mine = ceil_div(sel, moe_ep_);
+      const std::int64_t active = std::min(slice_experts, mine);
+      return sharded_expert_ops(d, std::vector<std::int64_t>(static_cast<std::size_t>(active), ceil_div(mine, active)),
+                                T / moe_ep_, true);
+    }
+    const std::int64_t sel = ceil_div(total * d.top_k, G);
+    const std::int64_t active = std::min<std::int64_t>(ceil_div(d.experts, G), sel);
+    return expert_ops(d, std::vector<std::int64_t>(static_cast<std::size_t>(active), ceil_div(sel, active)));
+  };
+  // Runs `ops` on every GPU of group k after its last task, then (T > 1) an all-reduce of `reduce`
+  // tokens' hidden states; returns nothing (last_ advances).
+  const auto run = [&](int k, const std::vector<Op>& ops, Phase phase, int layer, std::int64_t reduce) {
+    std::vector<TaskId> done(static_cast<std::size_t>(T));
+    for (int i = 0; i < T; ++i) {
+      const TaskId dep[] = {last_[static_cast<std::size_t>(k * T + i)]};
+      done[static_cast<std::size_t>(i)] = plan.compute(k * T + i, phase, layer, ops, dep);
+    }
+    const TaskId end = T > 1 && reduce > 0
+                           ? add_ring_all_reduce(plan, cluster, group_gpus_of(k, T), static_cast<double>(reduce) * tb,
+                                                 Phase::kCollective, layer, done)
+                           : plan.join(done, phase, layer);
+    for (int i = 0; i < T; ++i) last_[static_cast<std::size_t>(k * T + i)] = end;
+  };
+  const int base_layer = ctx_.model.layers;
+  for (int pass = 0; pass < shape.draft_passes; ++pass) {
+    for (int k = 0; k < groups; ++k) {
+      const auto& c = chunks[static_cast<std::size_t>(k)];
+      const auto n = static_cast<std::int64_t>(c.size());
+      if (n == 0) continue;
+      if (shape.draft_mtp) {
+        std::vector<Op> join;
+        join.push_back(make_elementwise("mtp.enorm", static_cast<double>(n * d.hidden), d.dtype));
+        join.push_back(make_elementwise("mtp.hnorm", static_cast<double>(n * d.hidden), d.dtype));
+        join.push_back(make_gemm("mtp.eh_proj", n, d.hidden, 2 * d.hidden, d.dtype));
+        run(k, join, Phase::kDense, base_layer, 0);
+      }
+      for (int l = 0; l < d.layers; ++l) {
+        const int layer = base_layer + l;
+        run(k, attention_step_ops(slice, c, d.window_of_layer(l), shape.mla_absorbed_max_new), Phase::kAttention,
+            layer, n);
+        if (!d.is_moe_layer(l)) {
+          run(k, dense_ffn_ops(slice, n), Phase::kDense, layer, n);
+          continue;
+        }
+        std::vector<Op> ops = router_ops(d, n);
+        for (Op& op : expert_share(n)) ops.push_back(std::move(op));
+        for (Op& op : shared_expert_ops(slice, n)) ops.push_back(std::move(op));
+        for (Op& op : combine_ops(d, n)) ops.push_back(std::move(op));
+        run(k, ops, Phase::kExperts, layer, n);
+      }
+      // The LM head picks the draft token: vocabulary-parallel GEMM, then top-1 over the logits.
+      const std::int64_t vocab = ceil_div(d.vocab, T);
+      run(k, {make_elementwise("draft.norm", static_cast<double>(n * d.hidden), d.dtype),
+              make_gemm("draft.lm_head", n, vocab, d.hidden, d.dtype),
+              make_elementwise("draft.sample", static_cast<double>(n * vocab), DType::kFp32)},
+          Phase::kDense, base_layer + d.layers, 0);
+    }
+  }
+}
+
+std::vector<int> StepBuilder::group_gpus_of(int k, int size) const {
+  std::vector<int> gpus(static_cast<std::size_t>(size));
+  std::iota(gpus.begin(), gpus.end(), k * size);
+  return gpus;
+}
+
 StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
                    const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts) {
   const ModelSpec& m = ctx.model;
@@ -340,6 +469,60 @@ StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const Ste
     builder.add_layer(sp.graph, &routing[i], forecasts ? &(*forecasts)[i] : nullptr);
     sp.moe.push_back(builder.take_moe_output());
   }
+  builder.add_drafts(sp.graph, shape);
+  return sp;
+}
+
+namespace {
+
+/// Adds `b`'s per-GPU counts into `a` (the two micro-batches of one layer, reported as one).
+void merge_moe(MoeLayerOutput& a, const MoeLayerOutput& b) {
+  for (std::size_t g = 0; g < a.gpu_tokens.size() && g < b.gpu_tokens.size(); ++g) a.gpu_tokens[g] += b.gpu_tokens[g];
+  if (!a.gpu_rows.empty() || !b.gpu_rows.empty()) {
+    if (a.gpu_rows.empty()) a.gpu_rows = a.gpu_tokens;
+    const std::vector<std::int64_t>& rows = b.gpu_rows.empty() ? b.gpu_tokens : b.gpu_rows;
+    for (std::size_t g = 0; g < a.gpu_rows.size() && g < rows.size(); ++g) a.gpu_rows[g] += rows[g];
+  }
+  a.tokens_dropped += b.tokens_dropped;
+  a.local_bytes += b.local_bytes;
+}
+
+}  // namespace
+
+// Two-batch overlap (SGLang's --enable-two-batch-overlap, DeepSeek's inference system, §3.4 of
+// the DeepSeek-V3 report on overlapping computation with all-to-all): the two micro-batches are
+// planned layer by layer into one graph, each its own chain. Every GPU has one compute stream, so
+// their kernels take turns on it while one micro-batch's dispatch or combine is on the links:
+// the overlap is whatever the executor finds, nothing is assumed.
+StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& first,
+                             const StepShape& second, const std::vector<LayerRouting>& routing_first,
+                             const std::vector<LayerRouting>& routing_second, const std::vector<Forecast>* forecasts) {
+  const ModelSpec& m = ctx.model;
+  if (static_cast<int>(routing_first.size()) != m.num_moe_layers() || routing_second.size() != routing_first.size())
+    throw std::logic_error("plan_two_batch_step: one routing per MoE layer and micro-batch expected");
+  if (forecasts && forecasts->size() != routing_first.size())
+    throw std::logic_error("plan_two_batch_step: one forecast per MoE layer expected");
+  StepPlan sp;
+  StepBuilder a(policy, ctx, step, first, sp.graph);
+  StepBuilder b(policy, ctx, step, second, sp.graph);
+  sp.home_tokens = a.home_tokens();
+  for (std::size_t g = 0; g < sp.home_tokens.size(); ++g) sp.home_tokens[g] += b.home_tokens()[g];
+  while (!a.done()) {
+    if (!a.next_is_moe()) {
+      a.add_layer(sp.graph, nullptr, nullptr);
+      b.add_layer(sp.graph, nullptr, nullptr);
+      continue;
+    }
+    const auto i = static_cast<std::size_t>(a.next_moe_index());
+    const Forecast* f = forecasts ? &(*forecasts)[i] : nullptr;
+    a.add_layer(sp.graph, &routing_first[i], f);
+    MoeLayerOutput out = a.take_moe_output();
+    b.add_layer(sp.graph, &routing_second[i], f);
+    merge_moe(out, b.take_moe_output());
+    sp.moe.push_back(std::move(out));
+  }
+  a.add_drafts(sp.graph, first);
+  b.add_drafts(sp.graph, second);
   return sp;
 }
 

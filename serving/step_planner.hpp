@@ -39,6 +39,22 @@ struct StepShape {
   /// or, with host_overlap, alongside the step (the step then lasts the longer of the two).
   Tick host_time = 0;
   bool host_overlap = false;
+  /// With tp_experts: a group's experts split over this many of its GPUs (contiguous expert
+  /// ranges), each expert sharded over attention_tp / moe_expert_parallel of them.
+  int moe_expert_parallel = 1;
+  /// Most new tokens of a chunk with cached context that MLA runs absorbed (1 + drafts when a
+  /// speculative step verifies drafts).
+  std::int64_t mla_absorbed_max_new = kMlaAbsorbedMaxNewTokens;
+  /// Speculative decoding's drafts, run after the target's layers: `draft_passes` sequential passes
+  /// of `draft`'s layers, each over one new token of every sequence in `draft_seqs` (per GPU, as
+  /// `seqs`). `draft_mtp`: the draft is the model's MTP module, which first joins the token's
+  /// embedding and hidden state (two norms and eh_proj, DeepSeek-V3 §2.2). Each pass ends with the
+  /// LM head, vocabulary-parallel over the group. The draft's MoE layers run where the target's
+  /// experts are, on each GPU's even share of the selections (no dispatch of their own).
+  const ModelSpec* draft = nullptr;
+  int draft_passes = 0;
+  bool draft_mtp = false;
+  std::vector<std::vector<SeqChunk>> draft_seqs;
   /// True when attention runs in groups (attention_tp > 1 or tp_experts).
   bool grouped() const { return attention_tp > 1 || tp_experts; }
   /// Tokens per GPU entering the MoE layers: the sum of its chunks' new tokens; in groups, a
@@ -74,6 +90,8 @@ class StepBuilder {
   const MoeLayerOutput* add_layer(TaskGraph& plan, const LayerRouting* routing, const Forecast* forecast);
   /// Tokens per GPU.
   const std::vector<std::int64_t>& home_tokens() const { return home_tokens_; }
+  /// Plans the speculative drafts of `shape` after the last layer (nothing when it has none).
+  void add_drafts(TaskGraph& plan, const StepShape& shape);
   /// The policy's report of the last MoE layer planned, moved out.
   MoeLayerOutput take_moe_output() { return std::move(moe_out_); }
 
@@ -88,17 +106,23 @@ class StepBuilder {
   MoeLayerInput moe_input(int layer, const LayerRouting* routing, const Forecast& forecast);
   /// GPUs of attention group k.
   std::vector<int> group_gpus(int k) const;
+  /// GPUs of the k-th run of `size` consecutive GPUs.
+  std::vector<int> group_gpus_of(int k, int size) const;
+  /// GPU g's attention ops in `layer` (global layers of interleaved models have their own).
+  const std::vector<Op>& attention_of(int g, int layer) const;
 
   Policy& policy_;
   const PolicyContext& ctx_;
   int step_;
   std::vector<std::int64_t> home_tokens_;
   std::vector<int> token_home_;              ///< GPU of each token, tokens laid out GPU by GPU
-  std::vector<std::vector<Op>> attention_;   ///< per GPU: the same in every layer
+  std::vector<std::vector<Op>> attention_;   ///< per GPU: the same in every (windowed) layer
+  std::vector<std::vector<Op>> global_attention_;  ///< per GPU: full-attention layers (interleaved models)
   bool tensor_parallel_ = false;             ///< attention tensor-parallel (see the file comment)
   int group_tp_ = 1;                         ///< attention group size (StepShape::attention_tp)
   bool grouped_ = false;                     ///< StepShape::grouped()
   bool tp_experts_ = false;                  ///< StepShape::tp_experts
+  int moe_ep_ = 1;                           ///< StepShape::moe_expert_parallel
   bool split_ = false;                       ///< groups' tokens left split over their GPUs by the last layer
   std::vector<std::int64_t> group_tokens_;   ///< new tokens per attention group
   ModelSpec slice_;                          ///< one GPU's share of the model under group_tp_
@@ -114,5 +138,14 @@ class StepBuilder {
 /// every GPU before that layer's attention (the predictor runs there, MoE-GPS §3.1).
 StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
                    const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts = nullptr);
+
+/// Plans one step as two micro-batches (two-batch overlap): `first` and `second` are the step's
+/// halves, each routed by its own list; both chains share the GPUs' compute streams and links,
+/// so one's computation runs while the other's dispatch and combine are in flight. The report
+/// per MoE layer sums the two.
+StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& first,
+                             const StepShape& second, const std::vector<LayerRouting>& routing_first,
+                             const std::vector<LayerRouting>& routing_second,
+                             const std::vector<Forecast>* forecasts = nullptr);
 
 }  // namespace moesim

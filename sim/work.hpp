@@ -7,13 +7,21 @@
 
 namespace moesim {
 
-enum class DType { kFp32 = 0, kFp16 = 1, kBf16 = 2, kFp8 = 3 };
-inline constexpr int kNumDTypes = 4;
+/// Element types. The 4-bit formats carry block scales, counted in their bytes per element:
+/// NVFP4 (E2M1 values, one FP8 E4M3 scale per 16 values: 4.5 bits; NVIDIA's Blackwell format, as
+/// in nvidia/DeepSeek-R1-FP4) and MXFP4 (E2M1 values, one E8M0 scale per 32 values: 4.25 bits; the
+/// OCP Microscaling format v1.0 §5.2, as GPT-OSS stores its experts).
+enum class DType { kFp32 = 0, kFp16 = 1, kBf16 = 2, kFp8 = 3, kNvFp4 = 4, kMxFp4 = 5 };
+inline constexpr int kNumDTypes = 6;
 const char* dtype_name(DType t);
-/// Bytes per element.
+/// Bytes per element, block scales included for the 4-bit formats.
 double dtype_bytes(DType t);
-/// Parses "fp32|fp16|bf16|fp8"; returns false on an unknown name.
+/// True for the 4-bit formats (one tensor-core peak, `fp4`, serves both).
+bool is_fp4(DType t);
+/// Parses "fp32|fp16|bf16|fp8|nvfp4|mxfp4" ("fp4" = nvfp4); returns false on an unknown name.
 bool parse_dtype(const std::string& s, DType& out);
+/// The names parse_dtype accepts, in order (for choice lists and help).
+const std::vector<std::string>& dtype_names();
 
 enum class OpKind {
   kGemm,         ///< C[m,n] = A[m,k]·B[k,n], `batch` independent copies
@@ -37,9 +45,18 @@ struct Op {
 /// A GEMM op with flops and bytes filled in from its shape.
 Op make_gemm(const char* name, std::int64_t m, std::int64_t n, std::int64_t k, DType dt,
              std::int64_t batch = 1);
+/// A GEMM whose weights (k x n) are stored in `weight_dt` and whose math runs in `compute_dt`
+/// (which picks the tensor-core peak): activations move in compute_dt, weights in weight_dt.
+/// W4A4 NVFP4 runs both in fp4; weight-only quantisation (W4A16, W8A16) computes in bf16/fp16.
+Op make_quantized_gemm(const char* name, std::int64_t m, std::int64_t n, std::int64_t k, DType compute_dt,
+                       DType weight_dt);
 /// A grouped GEMM over groups of `group_m` rows sharing (n, k) shapes but distinct weights.
 Op make_grouped_gemm(const char* name, std::vector<std::int64_t> group_m, std::int64_t n,
                      std::int64_t k, DType dt);
+/// make_grouped_gemm with weights stored in `weight_dt` and math in `compute_dt` (see
+/// make_quantized_gemm).
+Op make_quantized_grouped_gemm(const char* name, std::vector<std::int64_t> group_m, std::int64_t n,
+                               std::int64_t k, DType compute_dt, DType weight_dt);
 /// A memory-bound elementwise op over `elements` values read and written once each.
 Op make_elementwise(const char* name, double elements, DType dt, double flops_per_element = 1.0);
 

@@ -28,9 +28,10 @@ TEST(ModelNames, RoundTrip) {
 
 TEST(ModelPresets, AllRegisteredWithConsistentShapes) {
   const std::vector<std::string> expected = {
-      "deepseek-v2-lite", "deepseek-v3",     "llama-moe",      "mixtral-8x22b",   "mixtral-8x7b",
-      "olmoe-1b-7b",      "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "switch-base-128", "switch-base-256",
-      "switch-base-64",   "switch-base-8"};
+      "deepseek-r1",     "deepseek-v2-lite", "deepseek-v3",     "gpt-oss-120b",     "gpt-oss-20b",
+      "kimi-k2",         "llama-4-maverick", "llama-4-scout",   "llama-moe",        "mixtral-8x22b",
+      "mixtral-8x7b",    "olmoe-1b-7b",      "qwen1.5-moe-a2.7b", "qwen3-235b-a22b", "qwen3-30b-a3b",
+      "switch-base-128", "switch-base-256",  "switch-base-64",  "switch-base-8"};
   EXPECT_EQ(model_presets().names(), expected);
   for (const auto* e : model_presets().entries()) {
     const ModelSpec& m = e->value;

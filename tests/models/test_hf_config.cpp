@@ -1,0 +1,190 @@
+// Models read from Hugging Face config.json files (tests/data/hf/, copies without weights; see
+// SOURCES.md there): each shipped preset equals the model its config describes, field by field;
+// parameter totals match the model cards; bad configs are errors naming the field.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "models/hf_config.hpp"
+#include "models/model_spec.hpp"
+
+namespace moesim {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json config_of(const std::string& preset) {
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const fs::path path = fs::path(root ? root : ".") / "tests/data/hf" / (preset + ".json");
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str());
+}
+
+ModelSpec read_config(const std::string& preset) {
+  const HfConfigRead r = model_from_hf_config(config_of(preset), preset);
+  EXPECT_TRUE(r.ok()) << preset << ": " << r.error;
+  return r.model;
+}
+
+void expect_same(const ModelSpec& a, const ModelSpec& b) {
+  EXPECT_EQ(a.layers, b.layers);
+  EXPECT_EQ(a.first_dense_layers, b.first_dense_layers);
+  EXPECT_EQ(a.moe_every, b.moe_every);
+  EXPECT_EQ(a.moe_offset, b.moe_offset);
+  EXPECT_EQ(a.hidden, b.hidden);
+  EXPECT_EQ(a.expert_ffn, b.expert_ffn);
+  EXPECT_EQ(a.dense_ffn, b.dense_ffn);
+  EXPECT_EQ(a.experts, b.experts);
+  EXPECT_EQ(a.top_k, b.top_k);
+  EXPECT_EQ(a.shared_experts, b.shared_experts);
+  EXPECT_EQ(a.shared_expert_ffn, b.shared_expert_ffn);
+  EXPECT_EQ(a.activation, b.activation);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.expert_weight_dtype(), b.expert_weight_dtype());
+  EXPECT_EQ(a.vocab, b.vocab);
+  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+  EXPECT_EQ(a.max_context, b.max_context);
+  EXPECT_EQ(a.full_attention_every, b.full_attention_every);
+  EXPECT_EQ(a.mtp_layers, b.mtp_layers);
+  const AttentionSpec &x = a.attention, &y = b.attention;
+  EXPECT_EQ(x.kind, y.kind);
+  EXPECT_EQ(x.heads, y.heads);
+  EXPECT_EQ(x.kv_heads, y.kv_heads);
+  EXPECT_EQ(x.head_dim, y.head_dim);
+  EXPECT_EQ(x.window, y.window);
+  EXPECT_EQ(x.q_lora_rank, y.q_lora_rank);
+  EXPECT_EQ(x.kv_lora_rank, y.kv_lora_rank);
+  EXPECT_EQ(x.qk_nope_head_dim, y.qk_nope_head_dim);
+  EXPECT_EQ(x.qk_rope_head_dim, y.qk_rope_head_dim);
+  EXPECT_EQ(x.v_head_dim, y.v_head_dim);
+}
+
+class PresetFromConfig : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PresetFromConfig, EqualsThePresetFieldByField) {
+  const std::string name = GetParam();
+  ModelSpec preset = model_presets().get(name).value;
+  // Mixtral-8x7B-v0.1's config.json has sliding_window null; the preset keeps the 4K window of
+  // the Mistral paper that MoE-GPS §4 and AMoE simulate.
+  if (name == "mixtral-8x7b") preset.attention.window = 0;
+  // The Qwen1.5 copy is of Qwen1.5-MoE-A2.7B-Chat (GPTQ-Int4) whose context is 32768; the base
+  // model's config, the preset's source, says 8192 (tests/data/hf/SOURCES.md).
+  if (name == "qwen1.5-moe-a2.7b") preset.max_context = 32768;
+  SCOPED_TRACE(name);
+  expect_same(read_config(name), preset);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, PresetFromConfig,
+                         ::testing::Values("deepseek-v3", "deepseek-r1", "kimi-k2", "deepseek-v2-lite", "qwen3-235b-a22b",
+                                           "qwen3-30b-a3b", "qwen1.5-moe-a2.7b", "mixtral-8x7b", "llama-4-maverick",
+                                           "llama-4-scout", "gpt-oss-120b", "gpt-oss-20b"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-' || c == '.') c = '_';
+                           return n;
+                         });
+
+// Published totals (model cards): total and activated parameters, within 2%. DeepSeek-V3/R1
+// 671B/37B (without the 14B MTP module); Kimi-K2 1.04T/32.6B ("1T total, 32B activated");
+// Qwen3-235B-A22B 235B/22B; Llama 4 Maverick 400B/17B and Scout 109B/17B (text and vision:
+// the card's totals include the vision encoder, about 0.7B, inside the 2%); GPT-OSS-120B
+// 116.83B/5.13B and 20B 20.9B/3.61B (OpenAI's model card; attention sinks and biases not
+// counted).
+struct Published {
+  const char* preset;
+  double total_b, active_b;
+  /// The card's active count leaves out the input embedding (a lookup, not a matmul): OpenAI's
+  /// GPT-OSS card (5.13B = our count less vocab x hidden).
+  bool active_without_embedding = false;
+};
+
+class PublishedCounts : public ::testing::TestWithParam<Published> {};
+
+TEST_P(PublishedCounts, ConfigCountsMatchTheModelCard) {
+  const Published p = GetParam();
+  const ModelSpec m = read_config(p.preset);
+  EXPECT_NEAR(m.total_params() / 1e9, p.total_b, 0.02 * p.total_b) << p.preset;
+  const double embedding = p.active_without_embedding ? static_cast<double>(m.vocab) * static_cast<double>(m.hidden) : 0.0;
+  EXPECT_NEAR((m.active_params() - embedding) / 1e9, p.active_b, 0.02 * p.active_b) << p.preset;
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelCards, PublishedCounts,
+                         ::testing::Values(Published{"deepseek-v3", 671, 37}, Published{"kimi-k2", 1040, 32.6},
+                                           Published{"qwen3-235b-a22b", 235, 22}, Published{"llama-4-maverick", 400, 17},
+                                           Published{"llama-4-scout", 109, 17}, Published{"gpt-oss-120b", 116.8, 5.13, true},
+                                           Published{"gpt-oss-20b", 20.9, 3.61, true}),
+                         [](const auto& info) {
+                           std::string n = info.param.preset;
+                           for (char& c : n)
+                             if (c == '-' || c == '.') c = '_';
+                           return n;
+                         });
+
+TEST(HfConfig, MissingFieldIsNamed) {
+  nlohmann::json c = config_of("qwen3-235b-a22b");
+  c.erase("moe_intermediate_size");
+  const HfConfigRead r = model_from_hf_config(c, "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("moe_intermediate_size"), std::string::npos) << r.error;
+}
+
+TEST(HfConfig, WrongTypeIsNamed) {
+  nlohmann::json c = config_of("kimi-k2");
+  c["n_routed_experts"] = "384";
+  const HfConfigRead r = model_from_hf_config(c, "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("n_routed_experts"), std::string::npos) << r.error;
+}
+
+TEST(HfConfig, UnknownArchitectureListsTheKnownOnes) {
+  nlohmann::json c = config_of("qwen3-235b-a22b");
+  c["architectures"] = {"FancyMoeForCausalLM"};
+  const HfConfigRead r = model_from_hf_config(c, "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("FancyMoeForCausalLM"), std::string::npos);
+  EXPECT_NE(r.error.find("Qwen3MoeForCausalLM"), std::string::npos);
+}
+
+TEST(HfConfig, IgnoredFieldsAreListed) {
+  const HfConfigRead r = model_from_hf_config(config_of("qwen3-235b-a22b"), "x");
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(std::find(r.ignored.begin(), r.ignored.end(), "rope_theta"), r.ignored.end());
+  EXPECT_EQ(std::find(r.ignored.begin(), r.ignored.end(), "hidden_size"), r.ignored.end());
+}
+
+TEST(HfConfig, QuantizationSetsTheExpertType) {
+  EXPECT_EQ(read_config("gpt-oss-120b").expert_weight_dtype(), DType::kMxFp4);
+  EXPECT_EQ(read_config("gpt-oss-120b").dtype, DType::kBf16);
+  EXPECT_EQ(read_config("deepseek-r1").dtype, DType::kFp8);
+  nlohmann::json c = config_of("deepseek-r1");
+  c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}};
+  c.erase("torch_dtype");
+  const HfConfigRead r = model_from_hf_config(c, "x");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.model.expert_weight_dtype(), DType::kNvFp4);
+  c["quantization_config"] = {{"quant_method", "gptq"}};
+  EXPECT_FALSE(model_from_hf_config(c, "x").ok());
+}
+
+TEST(HfConfig, InterleavedAttentionLayers) {
+  const ModelSpec oss = read_config("gpt-oss-120b");
+  EXPECT_EQ(oss.window_of_layer(0), 128);
+  EXPECT_EQ(oss.window_of_layer(1), 0);
+  const ModelSpec mav = read_config("llama-4-maverick");
+  EXPECT_EQ(mav.window_of_layer(2), 8192);
+  EXPECT_EQ(mav.window_of_layer(3), 0);
+  EXPECT_FALSE(mav.is_moe_layer(0));
+  EXPECT_TRUE(mav.is_moe_layer(1));
+  EXPECT_EQ(mav.num_moe_layers(), 24);
+}
+
+}  // namespace
+}  // namespace moesim
