@@ -15,6 +15,7 @@
 namespace moesim {
 
 DeepEpCostCommand::DeepEpCostCommand(CLI::App& cost) {
+  params_.ep = 0;  // every GPU of the (scaled) preset unless --ep says otherwise
   for (const char* name : {"dispatch", "combine"}) {
     auto* c = cost.add_subcommand(name, std::string("time and bandwidth of one expert-parallel ") + name +
                                             " (DeepEP's kernels or NCCL's all-to-all), as DeepEP's tables report them");
