@@ -158,7 +158,7 @@ int run_cli(int argc, char** argv) {
   cost->require_subcommand(1);
   std::string gpu, dtype = "bf16", hardware;
   long long m = 0, n = 0, k = 0;
-  int gpus = 0;
+  int gpus = 0, nodes = 0;
   double bytes = 0;
   bool json = false, explain = false;
   std::string calibration_file;
@@ -176,6 +176,7 @@ int run_cli(int argc, char** argv) {
   for (const char* name : {"allreduce", "allgather", "alltoall", "sendrecv"}) {
     auto* c = cost->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster");
     c->add_option("--hardware", hardware, "hardware preset")->required();
+    c->add_option("--nodes", nodes, "nodes of the preset (default: the preset's)")->check(CLI::PositiveNumber);
     c->add_option("--gpus", gpus, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
     c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(finite_number)->check(CLI::NonNegativeNumber);
     c->add_flag("--json", json, "machine-readable output");
@@ -186,6 +187,7 @@ int run_cli(int argc, char** argv) {
         ->check(CLI::IsMember({"flow", "analytic"}));
     collectives.push_back(c);
   }
+  const DeepEpCostCommand ep_cost(*cost);
 
   auto* calibrate = app.add_subcommand("calibrate", "fit a hardware profile to measurements; report its accuracy");
   calibrate->require_subcommand(1);
@@ -222,8 +224,9 @@ int run_cli(int argc, char** argv) {
       return 0;
     }
     if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json, explain);
+    if (ep_cost.parsed()) return ep_cost.run();
     for (auto* c : collectives)
-      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, gpus, bytes, calibration_file, network_model, json, explain);
+      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, nodes, gpus, bytes, calibration_file, network_model, json, explain);
     if (fit->parsed()) return cli_calibrate_fit(measurement_files, base, profile_out, holdout);
     if (report->parsed()) return cli_calibrate_report(profile_in, measurement_files, json);
   } catch (const InputError& e) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hardware/cluster.hpp"
+#include "hardware/deepep.hpp"
 
 namespace CLI {
 class App;
@@ -20,8 +21,9 @@ int run_cli(int argc, char** argv);
 int cli_list(const char* what);
 int cli_cost_gemm(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
                   const std::string& calibration, bool json, bool explain = false);
-/// `network_model` names the backend timing the collective's flows ("flow" or "analytic").
-int cli_cost_collective(const std::string& kind, const std::string& hardware, int gpus, double bytes,
+/// `network_model` names the backend timing the collective's flows ("flow" or "analytic"); `nodes`
+/// > 0 scales the preset to that many nodes.
+int cli_cost_collective(const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
                         const std::string& calibration, const std::string& network_model, bool json,
                         bool explain = false);
 int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& base, const std::string& out,
@@ -48,6 +50,23 @@ class SweepCommand {
   std::vector<std::string> grids_, zips_, sets_, merge_dirs_;
   std::string merge_out_;
   unsigned jobs_ = 0;
+};
+
+/// `moesim cost dispatch|combine` (cli_cost_deepep.cpp): DeepEP's kernels or NCCL's all-to-all for one
+/// expert-parallel call; registers its options under `cost` on construction.
+class DeepEpCostCommand {
+ public:
+  explicit DeepEpCostCommand(CLI::App& cost);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  std::vector<CLI::App*> cmds_;  ///< dispatch, combine
+  DeepEpParams params_;
+  std::string kernel_ = "deepep-normal", hardware_, dtype_ = "fp8", ll_nvlink_ = "on";
+  int nodes_ = 0;
+  double nvlink_GBps_ = 0;
+  bool json_ = false;
 };
 
 /// `moesim guideline` (cli_guideline.cpp, guideline.hpp): registers its options on construction;

@@ -205,12 +205,13 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
   return 0;
 }
 
-int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int gpus, double bytes,
+int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int nodes, int gpus, double bytes,
                         const std::string& calibration, const std::string& network_model, bool json, bool explain) {
   const char* kind_c = kind_name.c_str();
   cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
   ClusterSpec spec = calibrated_preset(hardware, calibration);
   spec.network_model = network_model;
+  if (nodes > 0) spec.nodes = nodes;
   const Cluster cluster(std::move(spec));
   if (gpus > cluster.num_gpus())
     throw InputError(SourceLocation{"--gpus", 0, 0}, hardware + " has only " +

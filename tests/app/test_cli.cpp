@@ -138,6 +138,44 @@ TEST(CliCost, GemmAndCollectives) {
   EXPECT_EQ(cli({"cost", "sendrecv", "--hardware", "dgx-a100", "--gpus", "1", "--bytes", "10"}), 2);
 }
 
+TEST(CliCost, DeepEpDispatchAndCombine) {
+  const std::vector<std::string> ll{"cost", "dispatch", "--kernel", "deepep-ll", "--hardware", "dgx-h100", "--nodes", "2",
+                                    "--tokens", "128", "--hidden", "7168", "--top-k", "8", "--experts", "256", "--json"};
+  ASSERT_EQ(cli(ll), 0) << last_err;
+  const auto d = nlohmann::json::parse(last_out);
+  EXPECT_EQ(d["ep"].get<int>(), 16);  // every GPU of the two nodes
+  EXPECT_EQ(d["counted_bytes"].get<double>(), 128 * 8 * 7408.0);
+  EXPECT_EQ(cli({"cost", "combine", "--hardware", "dgx-h100", "--nodes", "4", "--tokens", "4096", "--hidden", "7168",
+                 "--top-k", "8", "--experts", "256", "--topk-groups", "4", "--sms", "24"}),
+            0)
+      << last_err;
+  EXPECT_NE(last_out.find("GB/s (RDMA)"), std::string::npos) << last_out;
+  EXPECT_EQ(cli({"cost", "dispatch", "--kernel", "nccl", "--hardware", "dgx-h100", "--tokens", "64", "--hidden", "1024",
+                 "--top-k", "2", "--experts", "8"}),
+            0)
+      << last_err;
+  EXPECT_EQ(cli({"cost", "allreduce", "--hardware", "dgx-h100", "--nodes", "2", "--gpus", "16", "--bytes", "1e6"}), 0);
+  // Bad input: EP beyond the cluster, experts that do not divide, an odd SM budget, a NIC-less cluster
+  // across nodes, an unknown kernel: exit 2 with the option named.
+  EXPECT_EQ(cli({"cost", "dispatch", "--hardware", "dgx-h100", "--ep", "16", "--tokens", "1", "--hidden", "7168",
+                 "--top-k", "8", "--experts", "256"}),
+            2);
+  EXPECT_NE(last_err.find("--ep"), std::string::npos) << last_err;
+  EXPECT_EQ(cli({"cost", "dispatch", "--hardware", "dgx-h100", "--tokens", "1", "--hidden", "7168", "--top-k", "8",
+                 "--experts", "250"}),
+            2);
+  EXPECT_EQ(cli({"cost", "dispatch", "--hardware", "dgx-h100", "--tokens", "1", "--hidden", "7168", "--top-k", "8",
+                 "--experts", "256", "--sms", "5"}),
+            2);
+  EXPECT_EQ(cli({"cost", "dispatch", "--hardware", "hgx-a100-4gpu-nvlink", "--nodes", "2", "--tokens", "1", "--hidden",
+                 "7168", "--top-k", "8", "--experts", "256"}),
+            2);
+  EXPECT_NE(last_err.find("RDMA"), std::string::npos) << last_err;
+  EXPECT_EQ(cli({"cost", "dispatch", "--kernel", "deepep", "--hardware", "dgx-h100", "--tokens", "1", "--hidden", "7168",
+                 "--top-k", "8", "--experts", "256"}),
+            2);
+}
+
 TEST(CliList, EveryRegistry) {
   EXPECT_EQ(cli({"list", "policies"}), 0);
   EXPECT_NE(last_out.find("\nstatic-ep "), std::string::npos);
