@@ -33,6 +33,10 @@ CONFIG_COLUMNS = ("model", "precision", "gpu", "num_gpus", "parallelism", "frame
 # The request-count rule, the same for every case and never tuned to a result (validation/README.md).
 INFINITE_RATE_CONCURRENCY = 1024  # engines cap the running batch, so "all at once" acts like this many clients
 REQUESTS_PER_CLIENT = 4
+# MTP draft acceptance: DeepSeek-V3 report §5.4.3, "the acceptance rate of the second token
+# prediction ranges between 85% and 90%": the lower end, for every draft position. Not a fit: the
+# sources' datasets (and so their acceptance) are not published.
+MTP_ACCEPTANCE = 0.85
 MIN_REQUESTS = 500
 UNKNOWN_COUNT_REQUESTS_PER_CLIENT = 10
 UNKNOWN_COUNT_MIN_REQUESTS = 200
@@ -81,7 +85,7 @@ def hardware_of(gpu: str) -> tuple[object | None, str | None]:
     if g == "H200":  # an HGX/DGX H200 is a DGX H100 chassis (NVSwitch 4, 900 GB/s NVLink) with H200 GPUs
         return {"preset": "dgx-h100", "gpu": "H200-141GB"}, None
     if g == "B200":
-        return None, "B200 GPU"
+        return "dgx-b200", None
     return None, f"GPU {gpu}"
 
 
@@ -89,7 +93,13 @@ def dtypes_of(precision: str, model_preset: str | None) -> tuple[str | None, str
     """(dtype, kv_dtype, comment, skip) from the CSV's precision column."""
     p = precision.lower()
     if "fp4" in p:
-        return None, None, "", "FP4 weights"
+        # nvidia/DeepSeek-R1-FP4: the routed experts in NVFP4 (W4A4 on Blackwell), the rest as the
+        # FP8 checkpoint it was quantised from (the checkpoint's quantisation config is not in the
+        # source; ModelOpt's NVFP4 DeepSeek checkpoints quantise the MoE layers: inferred).
+        kv = "fp8" if "fp8 kv" in p else "bf16"
+        return "fp8", kv, ("routed experts NVFP4 (expert_dtype nvfp4), the rest fp8 as the FP8 checkpoint it was "
+                           "quantised from (inferred: the FP4 checkpoint's quantisation config is not in the source); "
+                           f"KV cache {kv}"), None
     if p.startswith("fp8"):
         if "fp8 kv" in p:
             return "fp8", "fp8", "", None
@@ -140,6 +150,11 @@ def deployment_of(parallelism: str, num_gpus: int) -> tuple[dict | None, str, st
     elif ep == gpus:
         expert_parallel = True
         text += f" + EP{ep}"
+    elif att_tp % ep == 0 and dp == 1:
+        # TensorRT-LLM moe_ep_size x moe_tp_size inside the attention group.
+        dep = {"tensor_parallel": att_tp, "data_parallel": dp, "expert_parallel": False,
+               "moe_expert_parallel": ep, "instances": 1}
+        return dep, text + f", experts EP{ep} x TP{gpus // ep}", None
     else:
         return None, parallelism, f"mixed MoE parallelism EP{ep} x TP{gpus // ep} ({parallelism})"
     dep = {"tensor_parallel": att_tp, "data_parallel": dp, "expert_parallel": expert_parallel, "instances": 1}
@@ -325,8 +340,8 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
         needs.append(f"{hw_skip} / {dt_skip}")
     elif hw_skip or dt_skip:
         needs.append(hw_skip or dt_skip)
-    if re.search(r"\bMTP\b|num_nextn_predict_layers|decoding_type", text_all):
-        needs.append("multi-token prediction (MTP)")
+    mtp = parse_int(r"num_nextn_predict_layers\s*(\d+)", text_all) if re.search(
+        r"\bMTP\b|num_nextn_predict_layers|decoding_type", text_all) else None
     if preset is None:
         needs.append("model preset")
     dep, dep_text, dep_skip = deployment_of(first["parallelism"], num_gpus)
@@ -336,8 +351,16 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
         other.append(f"engine {first['framework']}")
     if int(first["nodes"] or 1) > 1:
         other.append(f"{first['nodes']} nodes")
+    nominal = re.search(r"ISL\s*(\d+)K\s*/\s*OSL\s*(\d+)K", first["workload"])
+    lengths_note = ""
     if not (first["input_tokens"] and first["output_tokens"]):
-        other.append("input/output lengths not stated by the source")
+        if nominal:
+            # A real dataset whose lengths the source gives only as nominal "ISL = 1K, OSL = 2K".
+            first = dict(first, input_tokens=str(1024 * int(nominal.group(1))), output_tokens=str(1024 * int(nominal.group(2))))
+            lengths_note = (f"input/output lengths: the source's nominal ISL {nominal.group(1)}K / OSL {nominal.group(2)}K "
+                            "of a real dataset it does not publish (fixed lengths here)")
+        else:
+            other.append("input/output lengths not stated by the source")
     conc, infinite, measured_n = concurrency_of(first)
     if not infinite and not conc:
         other.append(f"load {first['concurrency_or_rate']!r} not understood")
@@ -383,6 +406,8 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
             serving_notes.append(bench[2])
     policy = "static-ep" if dep["expert_parallel"] else "tp-experts"
     model = {"preset": preset, "dtype": dtype, "kv_dtype": kv_dtype}
+    if "fp4" in first["precision"].lower():
+        model["expert_dtype"] = "nvfp4"
     doc = {
         "name": f"val-{cid}",
         "seed": 1,
@@ -397,7 +422,9 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
             "output_tokens": case["output_tokens"],
             "routing": {"kind": "uniform"},
         },
-        "serving": {"engine": engine, **limits},
+        "serving": {"engine": engine, **limits,
+                    **({"speculative": {"method": "mtp", "draft_tokens": mtp, "acceptance_rate": MTP_ACCEPTANCE}}
+                       if mtp else {})},
         "deployment": dep,
         "policy": policy,
     }
@@ -417,6 +444,11 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
     head.append("")
     if model_note:
         head += wrap(model_note + ".")
+    if lengths_note:
+        head += wrap(lengths_note + ".")
+    if mtp:
+        head += wrap(f"MTP: num_nextn_predict_layers {mtp} = {mtp} draft tokens per decode step; acceptance "
+                     f"{MTP_ACCEPTANCE} per draft (DeepSeek-V3 report §5.4.3: 85-90% for the second token).")
     if dtype_note:
         head += wrap(dtype_note + ".")
     head += wrap(f"Deployment: {first['parallelism']} -> tensor_parallel {dep['tensor_parallel']}, data_parallel "
