@@ -71,7 +71,7 @@ TEST(Speculative, BadInputIsRefused) {
 // compute stream: the step gains nothing (it may lose: each half re-reads the weights).
 TEST(TwoBatchOverlap, NoCommunicationNoGain) {
   const std::string one_gpu = "{tensor_parallel: 1, data_parallel: 1, instances: 1}";
-  const std::string single = "hardware: {preset: dgx-h100, gpus_per_node: 1}";
+  const std::string single = "hardware: {preset: dgx-h100, gpus_per_node: 1, gpus_per_pcie_switch: 1, nics_per_node: 1}";
   std::string a = scenario("{}", one_gpu, 5), b = scenario("{two_batch_overlap: true}", one_gpu, 5);
   for (std::string* t : {&a, &b}) t->replace(t->find("hardware: dgx-h100"), 18, single);
   EXPECT_GE(step_ms(serve(b)), step_ms(serve(a)) * (1.0 - 1e-9));
