@@ -12,6 +12,7 @@
 #include "app/scenario_sections.hpp"
 #include "app/scenario_serving.hpp"
 #include "models/routing.hpp"
+#include "policies/deepep_dispatch.hpp"
 #include "policies/policy.hpp"
 #include "predictors/predictor.hpp"
 
@@ -413,6 +414,28 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
                            "expert_parallel and instances (one instance, attention data-parallel)");
     for (const PluginEntry& p : s.predictors)
       if (p.name != "none") diags.error(p.where, "policy 'amoe' uses no expert-load predictor: use predictor: none");
+  }
+
+  // DeepEP carries the token dispatch of expert-parallel policies; it must be able to run on the
+  // pools' GPUs (RDMA NICs across nodes, DeepEP's 8-GPU nodes for its internode kernels).
+  if (serving && diags.empty() && s.deployment.alltoall != MoeAllToAll::kNccl) {
+    for (const PluginEntry& e : s.policies) {
+      const auto made = policies().get(e.name).value.make(e.params);
+      if (!dynamic_cast<const ExpertParallelPolicy*>(made.get()))
+        diags.error(e.where, "deployment.alltoall " + std::string(moe_all_to_all_name(s.deployment.alltoall)) +
+                                 " carries an expert-parallel policy's dispatch; policy '" + e.name +
+                                 "' runs its own collectives (use alltoall: nccl)");
+    }
+    const DeploymentConfig& d = s.deployment;
+    const int gpus = d.disaggregated() ? std::max(d.prefill_gpus, d.decode_gpus)
+                                       : d.colocated.gpus_per_instance();
+    try {
+      const Cluster cluster(s.hardware);
+      deepep_cost(cluster, deepep_params(s.model, d.alltoall, std::min(gpus, cluster.num_gpus()), DeepEpOp::kDispatch));
+    } catch (const InputError& e) {
+      for (const auto& x : e.diagnostics())
+        diags.error(s.deployment_where, "deployment.alltoall " + std::string(moe_all_to_all_name(d.alltoall)) + ": " + x.message);
+    }
   }
 
   const ParamSet out = read_params(

@@ -377,7 +377,12 @@ std::vector<ParamSpec> layout_specs(bool pool) {
 std::vector<ParamSpec> deployment_specs() {
   std::vector<ParamSpec> v{
       int_param("prefill_gpus", "0", "GPUs", "prefill pool: GPUs [0, prefill_gpus) (0 with decode_gpus 0: colocated)", 0.0, 1e6),
-      int_param("decode_gpus", "0", "GPUs", "decode pool: the next decode_gpus GPUs", 0.0, 1e6)};
+      int_param("decode_gpus", "0", "GPUs", "decode pool: the next decode_gpus GPUs", 0.0, 1e6),
+      ParamSpec{"alltoall", ParamType::kString, "nccl", "",
+                "kernels of an expert-parallel policy's token dispatch and combine: nccl (pairwise sends on the "
+                "flow network), deepep-normal or deepep-ll (DeepEP's normal / low-latency kernels, priced in closed "
+                "form: SGLang --moe-a2a-backend deepep with --deepep-mode normal / low_latency)",
+                {}, {}, {"nccl", "deepep-normal", "deepep-ll"}}};
   for (ParamSpec& p : layout_specs(false)) v.push_back(std::move(p));
   return v;
 }
@@ -714,7 +719,12 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   DeploymentConfig& d = s.deployment;
   d.prefill_gpus = static_cast<int>(dp.get_int("prefill_gpus"));
   d.decode_gpus = static_cast<int>(dp.get_int("decode_gpus"));
+  const std::string a2a = dp.get_string("alltoall");
+  d.alltoall = a2a == "deepep-normal" ? MoeAllToAll::kDeepEpNormal
+               : a2a == "deepep-ll"   ? MoeAllToAll::kDeepEpLowLatency
+                                      : MoeAllToAll::kNccl;
   deployment_res = YAML::Node(YAML::NodeType::Map);
+  deployment_res["alltoall"] = a2a;
   const int cluster_gpus = cluster_ok ? s.hardware.num_gpus() : 0;
   // The pools' own mappings: {gpus, tensor_parallel, data_parallel, expert_parallel, instances}.
   YAML::Node pool_res[2];

@@ -58,6 +58,7 @@ std::vector<ServingPool> make_serving_pools(const Scenario& s, const Cluster& /*
     pool.shape = std::make_unique<PrefillWorkload>(s.workload);
     pool.shape->batch_size = part.gpus;
     pool.ctx = std::make_unique<PolicyContext>(policy_context(s, *pool.view, routing, pool.shape.get()));
+    pool.ctx->alltoall = s.deployment.alltoall;
     pool.policy = policies().get(policy.name).value.make(policy.params);
     at_entry(policy, [&] { pool.policy->setup(*pool.ctx); });
     const PredictorContext pctx = predictor_context(s, *pool.view, routing, pool.shape.get());

@@ -7,6 +7,7 @@
 #include "hardware/collectives.hpp"
 #include "hardware/hierarchical_all_to_all.hpp"
 #include "models/operators.hpp"
+#include "policies/deepep_dispatch.hpp"
 
 namespace moesim {
 
@@ -138,11 +139,23 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
       for (int t = 0; t < G; ++t) b[s][t] = static_cast<double>(transpose ? rows[t][s] : rows[s][t]) * tb;
     return b;
   };
+  // DeepEP's kernels (deployment.alltoall) carry the selections where the policy sends each one
+  // (a Dispatch with its own second stage or gather keeps NCCL's pairwise sends): a collective
+  // call every GPU enters together, each leaving it when its own traffic has drained.
+  const bool deepep = ctx.alltoall != MoeAllToAll::kNccl && d.forward.empty() && d.gather.empty() && in.routing;
+  const auto deepep_call = [&](DeepEpOp op, Phase phase, TaskId start) {
+    const std::vector<double> us = deepep_layer_us(ctx, in, d, op);
+    std::vector<TaskId> done(static_cast<std::size_t>(G));
+    const TaskId dep[] = {start};
+    for (int g = 0; g < G; ++g) done[static_cast<std::size_t>(g)] = plan.delay(us_to_ticks(us[static_cast<std::size_t>(g)]), phase, L, dep, g);
+    return done;
+  };
   // Scatter: one all-to-all, or the node-aware two stages (send, then forward inside nodes).
   std::vector<std::vector<std::vector<double>>> scatter{to_bytes(d.send, false)};
   if (!d.forward.empty()) scatter.push_back(to_bytes(d.forward, false));
   const std::vector<TaskId> scattered =
-      add_staged_all_to_all(plan, cl, gpus, scatter, Phase::kDispatch, L, may_scatter);
+      deepep ? deepep_call(DeepEpOp::kDispatch, Phase::kDispatch, plan.join(may_scatter, Phase::kDispatch, L))
+             : add_staged_all_to_all(plan, cl, gpus, scatter, Phase::kDispatch, L, may_scatter);
 
   MoeLayerOutput out;
   out.gpu_tokens.assign(G, 0);
@@ -172,7 +185,8 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     combine.push_back(to_bytes(d.send, true));
   }
   const std::vector<TaskId> gathered =
-      add_staged_all_to_all(plan, cl, gpus, combine, Phase::kCombine, L, std::vector<TaskId>(G, all_computed));
+      deepep ? deepep_call(DeepEpOp::kCombine, Phase::kCombine, all_computed)
+             : add_staged_all_to_all(plan, cl, gpus, combine, Phase::kCombine, L, std::vector<TaskId>(G, all_computed));
   for (int g = 0; g < G; ++g) out.local_bytes += scatter.front()[g][g] + combine.back()[g][g];
 
   out.done.resize(G);

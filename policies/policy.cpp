@@ -2,6 +2,15 @@
 
 namespace moesim {
 
+const char* moe_all_to_all_name(MoeAllToAll a) {
+  switch (a) {
+    case MoeAllToAll::kNccl: return "nccl";
+    case MoeAllToAll::kDeepEpNormal: return "deepep-normal";
+    case MoeAllToAll::kDeepEpLowLatency: return "deepep-ll";
+  }
+  return "?";
+}
+
 Registry<PolicyInfo>& policies() {
   static Registry<PolicyInfo> registry("policy");
   return registry;

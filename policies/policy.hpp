@@ -19,6 +19,14 @@
 namespace moesim {
 
 /// What a policy may look at when deciding (never a cost model: policies do not time things).
+/// Which kernels carry an expert-parallel layer's token dispatch and combine.
+enum class MoeAllToAll : std::uint8_t {
+  kNccl,          ///< pairwise sends over the flow network (NCCL all-to-all, every policy's default)
+  kDeepEpNormal,  ///< DeepEP's normal kernels (hardware/deepep.hpp), priced in closed form
+  kDeepEpLowLatency,  ///< DeepEP's low-latency kernels
+};
+const char* moe_all_to_all_name(MoeAllToAll a);  ///< "nccl", "deepep-normal", "deepep-ll"
+
 struct PolicyContext {
   const ModelSpec& model;
   const Cluster& cluster;
@@ -27,6 +35,8 @@ struct PolicyContext {
   /// that will be simulated: `profile_routing(i, moe_layer)` for i = 0, 1, ... (a profiling
   /// window, as ExFlow profiles a dataset before serving). Empty where no routing model exists.
   std::function<LayerRouting(int profile_batch, int moe_layer)> profile_routing = {};
+  /// deployment.alltoall: the dispatch/combine kernels of expert-parallel policies.
+  MoeAllToAll alltoall = MoeAllToAll::kNccl;
 };
 
 /// Which GPUs hold a copy of each expert, and the reverse map.

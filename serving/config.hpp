@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "models/model_spec.hpp"
+#include "policies/policy.hpp"
 #include "serving/engine_profile.hpp"
 
 namespace moesim {
@@ -100,6 +101,8 @@ struct DeploymentConfig {
   ParallelLayout decode;
   int prefill_gpus = 0;
   int decode_gpus = 0;
+  /// Kernels of the expert-parallel dispatch and combine in every pool (deployment.alltoall).
+  MoeAllToAll alltoall = MoeAllToAll::kNccl;
   bool disaggregated() const { return prefill_gpus > 0; }
 };
 

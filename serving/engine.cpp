@@ -27,10 +27,22 @@ struct ServingEngine::Engine {
   /// Per GPU: its step replays a CUDA graph, whose kernels pay graph_kernel_us each.
   std::vector<char> graph_mode;
   PlanExecutor exec;
-  Engine(const Cluster& cluster, const ComputeCostModel& cost, double graph_kernel_us)
+  Engine(const Cluster& cluster, const ComputeCostModel& cost, double graph_kernel_us, bool two_batch_overlap)
       : net(make_network(cluster.spec().network_model, sim)),
         graph_mode(static_cast<std::size_t>(cluster.num_gpus()), 0),
-        exec((cluster.install(*net), sim), *net, cluster.num_gpus(), hooks(cluster, cost, graph_kernel_us)) {}
+        exec((cluster.install(*net), sim), *net, cluster.num_gpus(), hooks(cluster, cost, graph_kernel_us)) {
+    // Two-batch overlap: of the ready kernels, the one earliest in program order (layer, then
+    // micro-batch) runs first, so that a micro-batch reaches its dispatch without waiting for the
+    // other's work of the same layer (SGLang's TBO interleaves its operations that way).
+    if (two_batch_overlap)
+      exec.set_compute_chooser([](int, std::span<const ReadyTask> waiting) {
+        std::size_t best = 0;
+        const auto key = [](const ReadyTask& t) { return std::pair{t.task->layer, t.task->micro_batch}; };
+        for (std::size_t i = 1; i < waiting.size(); ++i)
+          if (key(waiting[i]) < key(waiting[best])) best = i;
+        return best;
+      });
+  }
 
   PlanExecutor::Hooks hooks(const Cluster& cluster, const ComputeCostModel& cost, double graph_kernel_us) {
     PlanExecutor::Hooks h = engine_hooks(cluster, cost);
@@ -60,7 +72,8 @@ struct ServingEngine::PoolState {
 ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools, std::vector<RequestSpec> requests)
     : setup_(std::move(setup)),
       pools_(pools),
-      engine_(std::make_unique<Engine>(*setup_.cluster, *setup_.cost, setup_.scheduler.engine.graph_kernel_us)) {
+      engine_(std::make_unique<Engine>(*setup_.cluster, *setup_.cost, setup_.scheduler.engine.graph_kernel_us,
+                                       setup_.scheduler.two_batch_overlap)) {
   requests_.reserve(requests.size());
   for (auto& spec : requests) {
     Request r;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -492,8 +493,10 @@ void merge_moe(MoeLayerOutput& a, const MoeLayerOutput& b) {
 // Two-batch overlap (SGLang's --enable-two-batch-overlap, DeepSeek's inference system, §3.4 of
 // the DeepSeek-V3 report on overlapping computation with all-to-all): the two micro-batches are
 // planned layer by layer into one graph, each its own chain. Every GPU has one compute stream, so
-// their kernels take turns on it while one micro-batch's dispatch or combine is on the links:
-// the overlap is whatever the executor finds, nothing is assumed.
+// their kernels take turns on it while one micro-batch's dispatch or combine is on the links.
+// The second micro-batch's tasks are marked (Task::micro_batch) so that the engine's compute
+// chooser runs ready work in program order, (layer, micro-batch) first, as SGLang's TBO
+// orders its operations; the overlap is whatever the executor then finds, nothing is assumed.
 StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& first,
                              const StepShape& second, const std::vector<LayerRouting>& routing_first,
                              const std::vector<LayerRouting>& routing_second, const std::vector<Forecast>* forecasts) {
@@ -504,25 +507,32 @@ StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step,
     throw std::logic_error("plan_two_batch_step: one forecast per MoE layer expected");
   StepPlan sp;
   StepBuilder a(policy, ctx, step, first, sp.graph);
-  StepBuilder b(policy, ctx, step, second, sp.graph);
+  // Every task the second micro-batch adds is marked as its own (Task::micro_batch).
+  const auto as_second = [&sp](auto&& add) {
+    const auto begin = static_cast<TaskId>(sp.graph.size());
+    add();
+    sp.graph.set_micro_batch(begin, static_cast<TaskId>(sp.graph.size()), 1);
+  };
+  std::optional<StepBuilder> b;
+  as_second([&] { b.emplace(policy, ctx, step, second, sp.graph); });
   sp.home_tokens = a.home_tokens();
-  for (std::size_t g = 0; g < sp.home_tokens.size(); ++g) sp.home_tokens[g] += b.home_tokens()[g];
+  for (std::size_t g = 0; g < sp.home_tokens.size(); ++g) sp.home_tokens[g] += b->home_tokens()[g];
   while (!a.done()) {
     if (!a.next_is_moe()) {
       a.add_layer(sp.graph, nullptr, nullptr);
-      b.add_layer(sp.graph, nullptr, nullptr);
+      as_second([&] { b->add_layer(sp.graph, nullptr, nullptr); });
       continue;
     }
     const auto i = static_cast<std::size_t>(a.next_moe_index());
     const Forecast* f = forecasts ? &(*forecasts)[i] : nullptr;
     a.add_layer(sp.graph, &routing_first[i], f);
     MoeLayerOutput out = a.take_moe_output();
-    b.add_layer(sp.graph, &routing_second[i], f);
-    merge_moe(out, b.take_moe_output());
+    as_second([&] { b->add_layer(sp.graph, &routing_second[i], f); });
+    merge_moe(out, b->take_moe_output());
     sp.moe.push_back(std::move(out));
   }
   a.add_drafts(sp.graph, first);
-  b.add_drafts(sp.graph, second);
+  as_second([&] { b->add_drafts(sp.graph, second); });
   return sp;
 }
 

@@ -170,4 +170,8 @@ void TaskGraph::remap(const std::vector<int>& gpu_of, const std::vector<int>& en
   }
 }
 
+void TaskGraph::set_micro_batch(TaskId first, TaskId end, std::uint8_t mb) {
+  for (TaskId id = first; id < end && id < static_cast<TaskId>(tasks_.size()); ++id) tasks_[id].micro_batch = mb;
+}
+
 }  // namespace moesim

@@ -46,6 +46,9 @@ struct Task {
   Phase phase = Phase::kOther;
   CopyEngine engine = CopyEngine::kNone;
   HopLatency hop = HopLatency::kPaid;  ///< kTransfer: kInLaunch when a delay before it paid the hops
+  /// Which micro-batch of a two-batch-overlap step the task belongs to (0 otherwise): a compute
+  /// stream's chooser may run the earlier micro-batch's work first.
+  std::uint8_t micro_batch = 0;
   /// kTransfer: the flow carries bytes × wire_scale at line rate (a protocol's efficiency and the
   /// link rate NCCL achieves, or a measured efficiency); `bytes` stays the data, for statistics.
   float wire_scale = 1.0f;
@@ -128,6 +131,8 @@ class TaskGraph {
   // The accessors below take held tasks only (ids from first() on). Tasks and their successor
   // lists never move while the plan grows.
   const Task& task(TaskId id) const { return tasks_[id]; }
+  /// Marks tasks [first, end) as belonging to micro-batch `mb` (Task::micro_batch).
+  void set_micro_batch(TaskId first, TaskId end, std::uint8_t mb);
   std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + (t.ops_begin - ops_base_), t.ops_count}; }
   std::span<const TaskId> successors(TaskId id) const { return successors_[id].view(); }
   std::uint32_t dependency_count(TaskId id) const { return dep_count_[id]; }

@@ -320,4 +320,25 @@ TEST(Deployments, DefaultDeploymentWrittenOutIsByteIdentical) {
   EXPECT_EQ(serve(plain).dump(), serve(spelled).dump());
 }
 
+// EPLB in serving as the engines run it (SGLang --ep-num-redundant-experts, issue 26): the
+// redundant slots' weights come out of every GPU's KV cache, and a re-placement every n steps
+// moves expert weights between GPUs as timed peer copies.
+TEST(Deployments, EplbSlotsTakeKvCacheAndRebalancingMovesWeights) {
+  const std::string wl =
+      "{kind: serving, requests: 16, arrival: {process: closed, clients: 16}, prompt_tokens: 128, output_tokens: 12, "
+      "routing: {kind: zipf, s: 1.2}}";
+  const auto blocks = [](const nlohmann::json& m) { return m["pools"][0]["kv_blocks_per_rank"][0].get<std::int64_t>(); };
+  const nlohmann::json plain = serve(load_scenario_text(scenario(wl, "{}", "{}", "static-ep"), "a.yaml"));
+  const nlohmann::json slots = serve(load_scenario_text(scenario(wl, "{}", "{}", "{name: eplb, redundant_experts: 8}"), "b.yaml"));
+  const nlohmann::json moving =
+      serve(load_scenario_text(scenario(wl, "{}", "{}", "{name: eplb, redundant_experts: 8, rebalance_every: 2}"), "c.yaml"));
+  // Mixtral's 2 layers: one extra expert per GPU in each, 2 x 352 MB of bf16 weights.
+  const double expert = model_presets().get("mixtral-8x7b").value.expert_bytes();
+  const double block = 16.0 * kv_cache_bytes_per_token_gpu(model_presets().get("mixtral-8x7b").value, 1) * 2.0 / 32.0;
+  EXPECT_NEAR(static_cast<double>(blocks(plain) - blocks(slots)), 2.0 * expert / block, 1.0);
+  EXPECT_EQ(blocks(slots), blocks(moving));
+  EXPECT_EQ(plain["bytes"]["intra_node"].get<double>() > 0.0, true);
+  EXPECT_GT(moving["bytes"]["intra_node"].get<double>(), slots["bytes"]["intra_node"].get<double>());
+}
+
 }  // namespace moesim
