@@ -1,10 +1,12 @@
 #include "serving/engine.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "models/operators.hpp"
+#include "serving/two_batch.hpp"
 #include "sim/network_backend.hpp"
 
 namespace moesim {
@@ -278,78 +280,31 @@ void ServingEngine::start_step(int pool) {
   const auto ustep = static_cast<std::uint64_t>(p.step);
   p.routing.clear();
   p.forecasts.clear();
-  const std::vector<std::int64_t> home = shape.home_tokens();
-  for (int l = 0; l < moe_layers; ++l) {
-    Rng rng = Rng::derive(setup_.seed, kStepRoutingStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
-    p.routing.push_back(by_count ? setup_.routing->route_counts(p.step, l, home, rng)
-                                 : setup_.routing->route_tokens(p.step, l, tokens, rng));
-  }
+  // Routing per MoE layer, from the streams of (pool, step, layer): the whole step's, or under
+  // two-batch overlap each micro-batch's (the first from the step's own streams).
+  const auto route = [&](const StepShape& part, const std::vector<TokenRef>& part_tokens, std::uint64_t stream) {
+    std::vector<LayerRouting> out;
+    const std::vector<std::int64_t> home = part.home_tokens();
+    for (int l = 0; l < moe_layers; ++l) {
+      Rng rng = Rng::derive(setup_.seed, stream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
+      out.push_back(by_count ? setup_.routing->route_counts(p.step, l, home, rng)
+                             : setup_.routing->route_tokens(p.step, l, part_tokens, rng));
+    }
+    return out;
+  };
+  const std::optional<TwoBatches> halves =
+      setup_.scheduler.two_batch_overlap ? split_two_batches(shape, by_count ? std::vector<TokenRef>{} : tokens)
+                                         : std::nullopt;
+  // The predictors forecast and observe the first micro-batch's routing under two-batch overlap.
+  p.routing = halves ? route(halves->first, halves->first_tokens, kStepRoutingStream) : route(shape, tokens, kStepRoutingStream);
   for (int l = 0; l < moe_layers; ++l) {
     Rng rng = Rng::derive(setup_.seed, kStepPredictorStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
     p.forecasts.push_back(sp.predictor->forecast(p.step, l, p.routing[static_cast<std::size_t>(l)], rng));
   }
-  bool planned = false;
-  if (setup_.scheduler.two_batch_overlap) {
-    // Two micro-batches: each GPU's first half of its sequences (of a lone prompt chunk, its first
-    // half of tokens) and the rest; the second half routes with its own draws.
-    StepShape first = shape, second = shape;
-    second.host_time = 0;
-    second.swap_out_bytes.assign(shape.swap_out_bytes.size(), 0.0);
-    second.swap_in_bytes.assign(shape.swap_in_bytes.size(), 0.0);
-    std::vector<TokenRef> tokens_first, tokens_second;
-    std::size_t offset = 0;
-    bool both = false;
-    for (std::size_t g = 0; g < shape.seqs.size(); ++g) {
-      const auto& all = shape.seqs[g];
-      auto& a = first.seqs[g];
-      auto& b = second.seqs[g];
-      a.clear();
-      b.clear();
-      if (all.size() == 1 && all[0].new_tokens > 1) {
-        const std::int64_t half = all[0].new_tokens / 2;
-        a.push_back(SeqChunk{half, all[0].context});
-        b.push_back(SeqChunk{all[0].new_tokens - half, all[0].context + half});
-      } else {
-        const std::size_t half = (all.size() + 1) / 2;
-        a.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(half));
-        b.assign(all.begin() + static_cast<std::ptrdiff_t>(half), all.end());
-      }
-      if (spec.enabled()) {
-        const auto& d = shape.draft_seqs[g];
-        const std::size_t half = (d.size() + 1) / 2;
-        first.draft_seqs[g].assign(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(half));
-        second.draft_seqs[g].assign(d.begin() + static_cast<std::ptrdiff_t>(half), d.end());
-      }
-      std::size_t na = 0, nb = 0;
-      for (const SeqChunk& c : a) na += static_cast<std::size_t>(c.new_tokens);
-      for (const SeqChunk& c : b) nb += static_cast<std::size_t>(c.new_tokens);
-      both = both || nb > 0;
-      if (!by_count) {
-        tokens_first.insert(tokens_first.end(), tokens.begin() + static_cast<std::ptrdiff_t>(offset),
-                            tokens.begin() + static_cast<std::ptrdiff_t>(offset + na));
-        tokens_second.insert(tokens_second.end(), tokens.begin() + static_cast<std::ptrdiff_t>(offset + na),
-                             tokens.begin() + static_cast<std::ptrdiff_t>(offset + na + nb));
-      }
-      offset += na + nb;
-    }
-    if (both) {
-      std::vector<LayerRouting> routing_first, routing_second;
-      const std::vector<std::int64_t> home_first = first.home_tokens(), home_second = second.home_tokens();
-      for (int l = 0; l < moe_layers; ++l) {
-        Rng ra = Rng::derive(setup_.seed, kStepRoutingStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
-        Rng rb = Rng::derive(setup_.seed, kTboRoutingStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
-        routing_first.push_back(by_count ? setup_.routing->route_counts(p.step, l, home_first, ra)
-                                         : setup_.routing->route_tokens(p.step, l, tokens_first, ra));
-        routing_second.push_back(by_count ? setup_.routing->route_counts(p.step, l, home_second, rb)
-                                          : setup_.routing->route_tokens(p.step, l, tokens_second, rb));
-      }
-      p.plan = std::make_shared<StepPlan>(
-          plan_two_batch_step(*sp.policy, *sp.ctx, p.step, first, second, routing_first, routing_second, &p.forecasts));
-      planned = true;
-    }
-  }
-  if (!planned)
-    p.plan = std::make_shared<StepPlan>(plan_step(*sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts));
+  p.plan = std::make_shared<StepPlan>(
+      halves ? plan_two_batch_step(*sp.policy, *sp.ctx, p.step, halves->first, halves->second, p.routing,
+                                   route(halves->second, halves->second_tokens, kTboRoutingStream), &p.forecasts)
+             : plan_step(*sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts));
   if (!p.gpu_of.empty()) p.plan->graph.remap(p.gpu_of, p.endpoint_of);
   p.busy = true;
   ++steps_;
