@@ -6,6 +6,24 @@
 
 namespace moesim {
 
+std::vector<GemmPriceMemo::GroupTerm>& GemmPriceMemo::group_terms(std::int64_t n, std::int64_t k, DType dt) {
+  for (Shape& s : shapes_)
+    if (s.n == n && s.k == k && s.dt == dt) return s.terms;
+  shapes_.push_back(Shape{n, k, dt, {}});
+  return shapes_.back().terms;
+}
+
+double* GemmPriceMemo::gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dt) {
+  const auto it = gemms_.find(Key{m, n, k, batch, dt});
+  return it == gemms_.end() ? nullptr : &it->second;
+}
+
+void GemmPriceMemo::set_gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dt,
+                                     double s) {
+  // Bounded: a run has a few hundred shapes; a pathological one stops caching rather than growing.
+  if (gemms_.size() < (1u << 16)) gemms_.emplace(Key{m, n, k, batch, dt}, s);
+}
+
 ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff,
                                    std::shared_ptr<const HardwareCalibration> calibration)
     : gpu_(std::move(gpu)), eff_(eff), calibration_(std::move(calibration)) {
@@ -29,7 +47,10 @@ double ComputeCostModel::gemm_compute_seconds(std::int64_t m, std::int64_t n, st
     if (const EfficiencyCurve* c = calibration_->gemm_curve(dt, n, k))
       return static_cast<double>(batch) * flops / (peak(dt) * c->at(static_cast<double>(m)));
   }
-  return static_cast<double>(batch) * flops / (peak(dt) * gemm_efficiency_parts(m, n, k, batch, dt).efficiency);
+  if (const double* s = memo_.gemm_seconds(m, n, k, batch, dt)) return *s;
+  const double s = static_cast<double>(batch) * flops / (peak(dt) * gemm_efficiency_parts(m, n, k, batch, dt).efficiency);
+  memo_.set_gemm_seconds(m, n, k, batch, dt, s);
+  return s;
 }
 
 namespace {
@@ -150,19 +171,7 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
           if (m > 0) compute_s += gemm_compute_seconds(m, op.n, op.k, op.dtype, 1);
         return compute_s;
       }
-      std::int64_t tiles = 0;
-      double padded_seconds = 0.0;  // the groups at tile, k-loop and peak efficiency, no waves
-      for (auto m : op.group_m) {
-        if (m <= 0) continue;
-        GemmEfficiencyParts g = gemm_efficiency_parts(m, op.n, op.k, 1, op.dtype);
-        tiles += g.tiles;
-        padded_seconds += 2.0 * static_cast<double>(m) * static_cast<double>(op.n) * static_cast<double>(op.k) /
-                          (peak(op.dtype) * eff_.gemm_peak * g.use_m * g.use_n * g.k_loop);
-      }
-      GemmEfficiencyParts all;
-      all.tile_k = tile_k_of(op.dtype);
-      quantise_waves(tiles, op.k, all);
-      compute_s = padded_seconds / all.wave_use;
+      compute_s = grouped_gemm_seconds(op);
       break;
     }
     case OpKind::kAttention:
@@ -173,6 +182,36 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
       break;
   }
   return std::max(compute_s, mem_s);
+}
+
+double ComputeCostModel::grouped_gemm_seconds(const Op& op) const {
+  // A group's term depends only on its m for the op's (n, k, dtype): worked out once per run
+  // (the same expression, so the same bits, as pricing it afresh).
+  std::vector<GemmPriceMemo::GroupTerm>& terms = memo_.group_terms(op.n, op.k, op.dtype);
+  std::int64_t tiles = 0;
+  double padded_seconds = 0.0;  // the groups at tile, k-loop and peak efficiency, no waves
+  for (auto m : op.group_m) {
+    if (m <= 0) continue;
+    GemmPriceMemo::GroupTerm term;
+    if (m < GemmPriceMemo::kMaxRows && static_cast<std::size_t>(m) < terms.size() && terms[static_cast<std::size_t>(m)].tiles >= 0) {
+      term = terms[static_cast<std::size_t>(m)];
+    } else {
+      const GemmEfficiencyParts g = gemm_efficiency_parts(m, op.n, op.k, 1, op.dtype);
+      term.tiles = g.tiles;
+      term.seconds = 2.0 * static_cast<double>(m) * static_cast<double>(op.n) * static_cast<double>(op.k) /
+                     (peak(op.dtype) * eff_.gemm_peak * g.use_m * g.use_n * g.k_loop);
+      if (m < GemmPriceMemo::kMaxRows) {
+        if (terms.size() <= static_cast<std::size_t>(m)) terms.resize(static_cast<std::size_t>(m) + 1);
+        terms[static_cast<std::size_t>(m)] = term;
+      }
+    }
+    tiles += term.tiles;
+    padded_seconds += term.seconds;
+  }
+  GemmEfficiencyParts all;
+  all.tile_k = tile_k_of(op.dtype);
+  quantise_waves(tiles, op.k, all);
+  return padded_seconds / all.wave_use;
 }
 
 Tick ComputeCostModel::op_time(const Op& op) const {

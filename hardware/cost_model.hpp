@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
+#include <vector>
 
 #include "hardware/cluster.hpp"
 #include "hardware/gpu_spec.hpp"
@@ -38,6 +40,53 @@ struct GemmEfficiencyParts {
   std::int64_t waves = 0;               ///< rounds of one tile per SM the launch needs
   double wave_use = 1.0;                ///< busy fraction of the SMs over those waves
   double efficiency = 0.0;              ///< η_c
+};
+
+/// Prices already worked out by a ComputeCostModel, by shape (issue 27: a serving run prices the
+/// same GEMM shapes every layer of every step). A cache, not state: a copy starts empty, so a
+/// model copied into another thread shares nothing with the original. One model is used by one
+/// run, on one thread.
+class GemmPriceMemo {
+ public:
+  GemmPriceMemo() = default;
+  GemmPriceMemo(const GemmPriceMemo&) {}
+  GemmPriceMemo& operator=(const GemmPriceMemo&) { return *this; }
+
+  /// One group of a grouped GEMM at efficiency without waves: its output tiles and its seconds.
+  struct GroupTerm {
+    std::int64_t tiles = -1;  ///< -1: not worked out yet
+    double seconds = 0.0;
+  };
+  /// The group terms of (n, k, dtype), indexed by the group's rows m (below kMaxRows).
+  std::vector<GroupTerm>& group_terms(std::int64_t n, std::int64_t k, DType dt);
+  static constexpr std::int64_t kMaxRows = 1 << 14;
+  /// Seconds of a GEMM launch by (m, n, k, batch, dtype); nullptr when not worked out yet.
+  double* gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dt);
+  void set_gemm_seconds(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dt, double s);
+
+ private:
+  struct Shape {
+    std::int64_t n, k;
+    DType dt;
+    std::vector<GroupTerm> terms;
+  };
+  struct Key {
+    std::int64_t m, n, k, batch;
+    DType dt;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& x) const {
+      std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+      for (std::uint64_t v : {static_cast<std::uint64_t>(x.m), static_cast<std::uint64_t>(x.n),
+                              static_cast<std::uint64_t>(x.k), static_cast<std::uint64_t>(x.batch),
+                              static_cast<std::uint64_t>(x.dt)})
+        h = (h ^ v) * 0x100000001B3ULL;
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+  std::vector<Shape> shapes_;
+  std::unordered_map<Key, double, KeyHash> gemms_;
 };
 
 /// Prices ops on one GPU model. Never decides anything: policies choose the ops.
@@ -82,9 +131,13 @@ class ComputeCostModel {
   /// Seconds of `batch` GEMMs of m rows in one launch, at compute efficiency from the profile or
   /// the default curve.
   double gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt, std::int64_t batch) const;
+  /// The uncalibrated grouped-GEMM price: each group at its tile and k-loop efficiency, all
+  /// groups' tiles sharing the waves.
+  double grouped_gemm_seconds(const Op& op) const;
   GpuSpec gpu_;
   ComputeEfficiency eff_;
   std::shared_ptr<const HardwareCalibration> calibration_;
+  mutable GemmPriceMemo memo_;
 };
 
 /// The engine's view of a cluster: compute tasks priced by `cost`, transfers routed by `cluster`.

@@ -12,7 +12,9 @@ namespace moesim {
 std::vector<std::int64_t> LayerRouting::expert_counts() const {
   std::vector<std::int64_t> out(static_cast<std::size_t>(num_experts), 0);
   if (by_count) {
-    for (std::size_t i = 0; i < counts.size(); ++i) out[i % static_cast<std::size_t>(num_experts)] += counts[i];
+    const auto E = static_cast<std::size_t>(num_experts);
+    for (std::size_t row = 0; row + E <= counts.size(); row += E)
+      for (std::size_t e = 0; e < E; ++e) out[e] += counts[row + e];
     return out;
   }
   for (const std::int32_t e : experts) ++out[static_cast<std::size_t>(e)];

@@ -37,6 +37,44 @@ std::int64_t binomial_inversion(std::int64_t n, double p, Rng& rng) {
   return k;
 }
 
+/// Sorts `v` (ascending), which is a few ascending runs: the fractional parts of a non-decreasing
+/// cumulative sum rise between the integers it crosses, so the cuts of count_sample are at most
+/// top_k + 2 runs. Merging them gives the same sequence as a full sort (equal values are equal
+/// doubles), in O(n log runs). `runs` and `buf` are scratch.
+void sort_runs(std::vector<double>& v, std::vector<std::size_t>& runs, std::vector<double>& buf) {
+  runs.assign(1, 0);
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (v[i] < v[i - 1]) runs.push_back(i);
+  if (runs.size() > 32) {  // not the expected shape: no gain from merging
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  runs.push_back(v.size());
+  buf.resize(v.size());
+  // Pairwise passes, ping-ponging between v and buf.
+  std::vector<double>* from = &v;
+  std::vector<double>* to = &buf;
+  while (runs.size() > 2) {
+    std::size_t w = 0;
+    std::size_t k = 0;
+    for (; k + 2 < runs.size(); k += 2) {
+      std::merge(from->begin() + static_cast<std::ptrdiff_t>(runs[k]), from->begin() + static_cast<std::ptrdiff_t>(runs[k + 1]),
+                 from->begin() + static_cast<std::ptrdiff_t>(runs[k + 1]), from->begin() + static_cast<std::ptrdiff_t>(runs[k + 2]),
+                 to->begin() + static_cast<std::ptrdiff_t>(runs[k]));
+      runs[w++] = runs[k];
+    }
+    if (k + 1 < runs.size()) {  // an odd run out: copied over as it is
+      std::copy(from->begin() + static_cast<std::ptrdiff_t>(runs[k]), from->begin() + static_cast<std::ptrdiff_t>(runs[k + 1]),
+                to->begin() + static_cast<std::ptrdiff_t>(runs[k]));
+      runs[w++] = runs[k];
+    }
+    runs[w++] = runs.back();
+    runs.resize(w);
+    std::swap(from, to);
+  }
+  if (from != &v) v.swap(buf);
+}
+
 }  // namespace
 
 std::int64_t binomial_draw(std::int64_t n, double p, Rng& rng) {
@@ -61,10 +99,12 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
   r.counts.assign(tokens.size() * static_cast<std::size_t>(n), 0);
   r.num_tokens = std::accumulate(tokens.begin(), tokens.end(), std::int64_t{0});
 
-  std::vector<std::int32_t> order(static_cast<std::size_t>(n));
-  std::vector<double> cum(static_cast<std::size_t>(n) + 1, 0.0);
-  std::vector<double> cuts;
-  std::vector<std::size_t> above;
+  // Scratch reused across calls (a serving run samples every layer of every step).
+  thread_local std::vector<std::int32_t> order;
+  thread_local std::vector<double> cum, cuts, merged;
+  thread_local std::vector<std::size_t> above, runs;
+  order.resize(static_cast<std::size_t>(n));
+  cum.assign(static_cast<std::size_t>(n) + 1, 0.0);
   for (std::size_t g = 0; g < tokens.size(); ++g) {
     if (tokens[g] <= 0) continue;
     // A fresh expert order per source, as systematic_sample reshuffles per block of tokens.
@@ -82,7 +122,7 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
       if (f > 0.0 && f < 1.0) cuts.push_back(f);
     }
     cuts.push_back(1.0);
-    std::sort(cuts.begin(), cuts.end());
+    sort_runs(cuts, runs, merged);
     // Tokens per segment: a multinomial drawn as a chain of binomials.
     std::int64_t left = tokens[g];
     double mass_left = 1.0;
@@ -90,7 +130,13 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
     // above[s]: the first cum index past the last segment's mid + s. Segments come in increasing
     // order, so each search resumes where the previous one stopped (the same index a binary
     // search from the start would find, in O(n + k) per source rather than O(k log n) per segment).
+    // Pointer s starts at the first cum index past s: every x = mid + s is at least s, so the
+    // walk would pass the earlier ones anyway (and the pointers together cross cum once).
     above.assign(static_cast<std::size_t>(top_k), 1);
+    for (std::size_t s = 0, p = 1; s < static_cast<std::size_t>(top_k); ++s) {
+      while (p <= static_cast<std::size_t>(n) && !(static_cast<double>(s) < cum[p])) ++p;
+      above[s] = p;
+    }
     for (std::size_t i = 0; i + 1 < cuts.size() && left > 0; ++i) {
       const double len = cuts[i + 1] - cuts[i];
       if (len <= 0.0) continue;

@@ -301,10 +301,14 @@ void ServingEngine::start_step(int pool) {
     Rng rng = Rng::derive(setup_.seed, kStepPredictorStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
     p.forecasts.push_back(sp.predictor->forecast(p.step, l, p.routing[static_cast<std::size_t>(l)], rng));
   }
-  p.plan = std::make_shared<StepPlan>(
-      halves ? plan_two_batch_step(*sp.policy, *sp.ctx, p.step, halves->first, halves->second, p.routing,
-                                   route(halves->second, halves->second_tokens, kTboRoutingStream), &p.forecasts)
-             : plan_step(*sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts));
+  // The last step's plan is rebuilt in place once nothing else holds it (its pages and op
+  // storage reused; a fresh plan every step spent its time allocating).
+  if (!p.plan || p.plan.use_count() > 1) p.plan = std::make_shared<StepPlan>();
+  if (halves)
+    plan_two_batch_step_into(*p.plan, *sp.policy, *sp.ctx, p.step, halves->first, halves->second, p.routing,
+                             route(halves->second, halves->second_tokens, kTboRoutingStream), &p.forecasts);
+  else
+    plan_step_into(*p.plan, *sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts);
   if (!p.gpu_of.empty()) p.plan->graph.remap(p.gpu_of, p.endpoint_of);
   p.busy = true;
   ++steps_;

@@ -355,12 +355,25 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
 
 StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
                    const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts) {
+  StepPlan sp;
+  plan_step_into(sp, policy, ctx, step, shape, routing, forecasts);
+  return sp;
+}
+
+void clear_plan(StepPlan& sp) {
+  sp.graph.clear();
+  sp.moe.clear();
+  sp.home_tokens.clear();
+}
+
+void plan_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
+                    const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts) {
   const ModelSpec& m = ctx.model;
   if (static_cast<int>(routing.size()) != m.num_moe_layers())
     throw std::logic_error("plan_step: one routing per MoE layer expected");
   if (forecasts && forecasts->size() != routing.size())
     throw std::logic_error("plan_step: one forecast per MoE layer expected");
-  StepPlan sp;
+  clear_plan(sp);
   StepBuilder builder(policy, ctx, step, shape, sp.graph);
   sp.home_tokens = builder.home_tokens();
   while (!builder.done()) {
@@ -373,7 +386,6 @@ StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const Ste
     sp.moe.push_back(builder.take_moe_output());
   }
   builder.add_drafts(sp.graph, shape);
-  return sp;
 }
 
 }  // namespace moesim

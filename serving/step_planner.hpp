@@ -138,6 +138,12 @@ class StepBuilder {
 /// every GPU before that layer's attention (the predictor runs there, MoE-GPS §3.1).
 StepPlan plan_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
                    const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts = nullptr);
+/// plan_step into `sp`, which is cleared first: a serving engine plans every step into the plan
+/// of an earlier one, reusing its memory.
+void plan_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
+                    const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts = nullptr);
+/// Empties a plan, keeping its memory.
+void clear_plan(StepPlan& sp);
 
 
 }  // namespace moesim

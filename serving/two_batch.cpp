@@ -74,7 +74,7 @@ void merge_moe(MoeLayerOutput& a, const MoeLayerOutput& b) {
 // The second micro-batch's tasks are marked (Task::micro_batch) so that the engine's compute
 // chooser runs ready work in program order, (layer, micro-batch) first, as SGLang's TBO
 // orders its operations; the overlap is whatever the executor then finds, nothing is assumed.
-StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& first,
+void plan_two_batch_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int step, const StepShape& first,
                              const StepShape& second, const std::vector<LayerRouting>& routing_first,
                              const std::vector<LayerRouting>& routing_second, const std::vector<Forecast>* forecasts) {
   const ModelSpec& m = ctx.model;
@@ -82,7 +82,7 @@ StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step,
     throw std::logic_error("plan_two_batch_step: one routing per MoE layer and micro-batch expected");
   if (forecasts && forecasts->size() != routing_first.size())
     throw std::logic_error("plan_two_batch_step: one forecast per MoE layer expected");
-  StepPlan sp;
+  clear_plan(sp);
   StepBuilder a(policy, ctx, step, first, sp.graph);
   // Every task the second micro-batch adds is marked as its own (Task::micro_batch).
   const auto as_second = [&sp](auto&& add) {
@@ -110,7 +110,6 @@ StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step,
   }
   a.add_drafts(sp.graph, first);
   as_second([&] { b->add_drafts(sp.graph, second); });
-  return sp;
 }
 
 }  // namespace moesim

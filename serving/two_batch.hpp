@@ -23,11 +23,11 @@ struct TwoBatches {
 /// routing) are split the same way. Nothing when the second half would be empty everywhere.
 std::optional<TwoBatches> split_two_batches(const StepShape& shape, const std::vector<TokenRef>& tokens);
 
-/// Plans one step as two micro-batches (two-batch overlap): `first` and `second` are the step's
+/// Plans one step into `sp` (cleared first) as two micro-batches (two-batch overlap): `first` and `second` are the step's
 /// halves, each routed by its own list; both chains share the GPUs' compute streams and links,
 /// so one's computation runs while the other's dispatch and combine are in flight. The report
 /// per MoE layer sums the two.
-StepPlan plan_two_batch_step(Policy& policy, const PolicyContext& ctx, int step, const StepShape& first,
+void plan_two_batch_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int step, const StepShape& first,
                              const StepShape& second, const std::vector<LayerRouting>& routing_first,
                              const std::vector<LayerRouting>& routing_second,
                              const std::vector<Forecast>* forecasts = nullptr);

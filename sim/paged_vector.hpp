@@ -55,6 +55,14 @@ class PagedVector {
     first_page_ += whole;
   }
 
+  /// Forgets every element; the pages are kept for the elements pushed next (a plan rebuilt every
+  /// step reuses its memory rather than asking for fresh pages).
+  void clear() {
+    for (auto& page : pages_) spare_.push_back(std::move(page));
+    pages_.clear();
+    first_ = size_ = first_page_ = 0;
+  }
+
   /// The held elements [first(), size()) as a range.
   class View {
    public:

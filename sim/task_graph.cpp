@@ -80,6 +80,15 @@ void TaskGraph::depend(TaskId task, TaskId before) {
   if (before < earliest_dependency_) earliest_dependency_ = before;
 }
 
+void TaskGraph::clear() {
+  tasks_.clear();
+  successors_.clear();
+  dep_count_.clear();
+  ops_.clear();
+  ops_base_ = 0;
+  earliest_dependency_ = kNoTask;
+}
+
 void TaskGraph::drop_before(TaskId before) {
   if (before > size()) throw std::logic_error("TaskGraph::drop_before: beyond the last task");
   if (before <= first()) return;
@@ -100,15 +109,26 @@ void TaskGraph::drop_before(TaskId before) {
   ops_base_ = first_op;
 }
 
-TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps) {
+Task TaskGraph::compute_task(int gpu, Phase phase, int layer, std::size_t ops) const {
   Task t;
   t.kind = TaskKind::kCompute;
   t.phase = phase;
   t.layer = layer;
   t.gpu = gpu;
   t.ops_begin = ops_base_ + static_cast<std::uint32_t>(ops_.size());
-  t.ops_count = static_cast<std::uint32_t>(ops.size());
+  t.ops_count = static_cast<std::uint32_t>(ops);
+  return t;
+}
+
+TaskId TaskGraph::compute(int gpu, Phase phase, int layer, std::vector<Op>&& ops, Deps deps) {
+  const Task t = compute_task(gpu, phase, layer, ops.size());
   for (auto& op : ops) ops_.push_back(std::move(op));
+  return add(t, deps);
+}
+
+TaskId TaskGraph::compute(int gpu, Phase phase, int layer, const std::vector<Op>& ops, Deps deps) {
+  const Task t = compute_task(gpu, phase, layer, ops.size());
+  ops_.insert(ops_.end(), ops.begin(), ops.end());
   return add(t, deps);
 }
 

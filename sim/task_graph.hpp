@@ -107,7 +107,9 @@ class TaskGraph {
   using Deps = std::span<const TaskId>;
   static constexpr TaskId kNoTask = ~TaskId{0};
 
-  TaskId compute(int gpu, Phase phase, int layer, std::vector<Op> ops, Deps deps = {});
+  TaskId compute(int gpu, Phase phase, int layer, std::vector<Op>&& ops, Deps deps = {});
+  /// The same, copying `ops` (a step's attention ops, shared by its layers) straight into the plan.
+  TaskId compute(int gpu, Phase phase, int layer, const std::vector<Op>& ops, Deps deps = {});
   TaskId transfer(int src_endpoint, int dst_endpoint, double bytes, Phase phase, int layer,
                   Deps deps = {}, int stats_gpu = -1, CopyEngine engine = CopyEngine::kNone);
   TaskId delay(Tick duration, Phase phase, int layer, Deps deps = {}, int gpu = -1);
@@ -137,6 +139,9 @@ class TaskGraph {
   std::span<const TaskId> successors(TaskId id) const { return successors_[id].view(); }
   std::uint32_t dependency_count(TaskId id) const { return dep_count_[id]; }
 
+  /// Forgets every task and op, keeping the memory for the next plan built into this one.
+  void clear();
+
   /// Forgets tasks [first(), before): a plan run while it is built drops what has finished. A
   /// dropped task may no longer be read or depended on.
   void drop_before(TaskId before);
@@ -148,6 +153,8 @@ class TaskGraph {
 
  private:
   TaskId add(Task t, Deps deps);
+  /// A compute task whose `ops` ops are appended next.
+  Task compute_task(int gpu, Phase phase, int layer, std::size_t ops) const;
   PagedVector<Task> tasks_;
   PagedVector<SuccessorList> successors_;
   PagedVector<std::uint32_t> dep_count_;
