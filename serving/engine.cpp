@@ -334,6 +334,7 @@ void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {
   rec.plan = p.plan.get();
   rec.timing = &timing;
   if (step_observer_) step_observer_(rec);
+  engine_->exec.recycle_timing(std::move(timing));
   for (int l = 0; l < static_cast<int>(p.routing.size()); ++l) sp.predictor->observe(p.step, l, p.routing[static_cast<std::size_t>(l)]);
 
   p.busy = false;

@@ -80,6 +80,7 @@ std::uint32_t PlanExecutor::start_graph(std::shared_ptr<const TaskGraph> plan, G
   {
     Graph& g = graphs_[slot];
     g.plan = plan;
+    if (g.timing.capacity() < p.size() && spare_timing_.capacity() >= p.size()) g.timing.swap(spare_timing_);
     g.timing.assign(p.size(), TaskTiming{});
     g.pending_deps.resize(p.size());
     for (TaskId i = 0; i < p.size(); ++i) g.pending_deps[i] = p.dependency_count(i);

@@ -90,6 +90,9 @@ class PlanExecutor {
   GraphId submit(TaskGraph&& plan, GraphDone on_done);
   /// Graphs submitted and not finished.
   std::size_t in_flight() const { return graphs_.size() - free_slots_.size(); }
+  /// Hands back a graph's timings once the caller is done with them: the next graph submitted
+  /// reuses their memory (a serving run's step timings would otherwise be fresh pages every step).
+  void recycle_timing(std::vector<TaskTiming>&& timing) { spare_timing_ = std::move(timing); }
 
   /// Installs the compute streams' scheduling policy (an empty function restores FIFO).
   void set_compute_chooser(StreamChooser chooser) { chooser_ = std::move(chooser); }
@@ -150,6 +153,7 @@ class PlanExecutor {
   StreamChooser chooser_;
   std::vector<Graph> graphs_;  ///< slot map; a slot is free when its plan is null
   std::vector<std::uint32_t> free_slots_;
+  std::vector<TaskTiming> spare_timing_;  ///< recycle_timing's vector, for the next submit
   GraphId next_id_ = 0;
   std::vector<Stream> compute_;                 ///< per GPU
   std::vector<std::array<Stream, 3>> engines_;  ///< per GPU, per CopyEngine

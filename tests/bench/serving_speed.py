@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Serving speed benchmark (`make bench`, README "Serving speed"): the serving cases of the speed
+issue against their targets, then the serving scale table.
+
+Each case is one `moesim run` (or `moesim sweep`) child. Its CPU time and peak RSS come from
+wait4() on that child alone; the simulated time is the run's makespan. A case gets a wall-clock
+budget and an address-space cap: one that passes either is reported as such, never dropped.
+
+    python3 tests/bench/serving_speed.py --moesim build/moesim [--budget S] [--only targets|scale]
+
+Targets (the issue's, not timed tests): x real time = simulated seconds per CPU second."""
+import argparse
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+MIXTRAL = "scenarios/serving/bench-mixtral-dgx-h100.yaml"
+H200 = "scenarios/serving/bench-deepseek-v3-h200.yaml"
+EP72 = "scenarios/serving/bench-deepseek-v3-ep72-decode.yaml"
+SKEWED = "scenarios/scale/deepseek-v3-64gpu-skewed.yaml"
+MEMORY_CAP = 16 << 30  # bytes of address space per child (the machine has 23 GB)
+
+
+def ep_decode(nodes, seqs_per_gpu, output_tokens, redundant=None):
+    """Overrides turning the EP72 decode case into DeepSeek-V3 decode on `nodes` H100 nodes."""
+    gpus = nodes * 8
+    sets = [f"hardware.nodes={nodes}", f"deployment.data_parallel={gpus}",
+            f"workload.requests={gpus * seqs_per_gpu}", f"workload.arrival.clients={gpus * seqs_per_gpu}",
+            f"serving.max_num_seqs={seqs_per_gpu}", f"workload.output_tokens={output_tokens}"]
+    if redundant is not None:
+        sets.append(f"policy.redundant_experts={redundant}")
+    return sets
+
+
+# (label, scenario, overrides, backend, target): target ("x", v) = at least v x real time;
+# ("wall", v) = at most v CPU seconds; ("per_min", v) = at most v CPU seconds per simulated minute.
+TARGETS = [
+    ("Mixtral-8x7B, 1 DGX H100, 1,000 x 256 (flow)", MIXTRAL, [], "flow", ("x", 100)),
+    ("Mixtral-8x7B, 1 DGX H100, 1,000 x 256 (analytic)", MIXTRAL, [], "analytic", ("x", 300)),
+    ("DeepSeek-V3, 8x H200, ADP8 + EP8, 640 x 1024/512, c512 (flow)", H200, [], "flow", ("x", 50)),
+    ("DeepSeek-V3 decode, 9 DGX H100, EP72, 256 seqs/GPU, 64 out (flow)", EP72, [], "flow", ("x", 10)),
+    ("DeepSeek-V3 decode, 128 DGX H100, EP1024, 128 seqs/GPU (analytic)", EP72,
+     ep_decode(128, 128, 600, redundant=768), "analytic", ("per_min", 60)),
+    ("DeepSeek-V3 prefill, 8 DGX H100, EP64, 128k tokens, 30% on 16 hot experts (flow)", SKEWED, [], "flow",
+     ("wall", 5)),
+]
+
+
+def run_child(cmd, budget):
+    """Runs cmd; returns (status, cpu_s, wall_s, rss_MB) with status ok|over budget|out of memory|failed: ..."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+        os.setsid()
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=limit)
+    timed_out = False
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > budget and not timed_out:
+            os.killpg(proc.pid, signal.SIGKILL)
+            timed_out = True
+        time.sleep(0.05)
+    wall = time.monotonic() - start
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    cpu, rss = usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+    code = os.waitstatus_to_exitcode(status)
+    if timed_out:
+        return f"over budget ({budget:.0f} s)", cpu, wall, rss
+    if code != 0:
+        oom = "bad_alloc" in err or "memory" in err.lower() or code in (-signal.SIGKILL, -signal.SIGABRT)
+        return ("out of memory (16 GB cap)" if oom else "failed: " + err.strip().splitlines()[-1] if err.strip()
+                else f"failed: exit {code}"), cpu, wall, rss
+    return "ok", cpu, wall, rss
+
+
+def run_case(moesim, scenario, sets, backend, budget):
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [moesim, "run", scenario, "-q", "--jobs", "1", "--out", out, "--set", f"hardware.network_model={backend}"]
+        for s in sets:
+            cmd += ["--set", s]
+        status, cpu, wall, rss = run_child(cmd, budget)
+        simulated = None
+        if status == "ok":
+            run = json.load(open(os.path.join(out, "result.json")))["runs"][0]["metrics"]
+            simulated = run["makespan_ms"] / 1e3
+    return status, cpu, simulated, rss
+
+
+def verdict(target, cpu, simulated, status):
+    kind, value = target
+    if status != "ok":
+        return "not met (" + status + ")"
+    if kind == "x":
+        return "met" if simulated / cpu >= value else "not met"
+    if kind == "wall":
+        return "met" if cpu <= value else "not met"
+    return "met" if cpu / (simulated / 60.0) <= value else "not met"
+
+
+def target_text(target):
+    kind, value = target
+    return {"x": f">= {value}x real time", "wall": f"<= {value} s", "per_min": f"<= {value} s per simulated minute"}[kind]
+
+
+def targets(moesim, budget):
+    print("| case | simulated | CPU | x real time | peak RSS | target | verdict |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for label, scenario, sets, backend, target in TARGETS:
+        status, cpu, simulated, rss = run_case(moesim, scenario, sets, backend, budget)
+        sim = f"{simulated:.1f} s" if simulated else "—"
+        xr = f"{simulated / cpu:.2f}x" if simulated else "—"
+        print(f"| {label} | {sim} | {cpu:.1f} s | {xr} | {rss:.0f} MB | {target_text(target)} | "
+              f"{verdict(target, cpu, simulated, status)} |", flush=True)
+    # The sweep: 20 arrival rates x 3 policies of the Mixtral case, wall time at --jobs 2.
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [moesim, "sweep", MIXTRAL, "--jobs", "2", "--out", os.path.join(out, "s"),
+               "--set", "policy=[static-ep, eplb, deepspeed]", "--grid", "workload.arrival.rate_per_s=5:100:5"]
+        status, cpu, wall, rss = run_child(cmd, budget)
+    met = "met" if status == "ok" and wall <= 60 else "not met" + ("" if status == "ok" else f" ({status})")
+    print(f"| `moesim sweep` of 20 arrival rates x 3 policies, Mixtral case, --jobs 2 | — | {cpu:.1f} s "
+          f"({wall:.1f} s wall) | — | {rss:.0f} MB | <= 60 s wall | {met} |", flush=True)
+
+
+def slope(points):
+    """Least-squares slope of log y against log x."""
+    xs = [math.log(x) for x, _ in points]
+    ys = [math.log(y) for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else float("nan")
+
+
+def scale(moesim, budget):
+    """DeepSeek-V3 steady-state decode (prompt-cached, 2,000-token contexts, 8 output tokens), H200
+    GPUs (its weights fit one 8-GPU node), attention DP over every GPU, EPLB over all of them."""
+    print()
+    print("| GPUs | sequences per GPU | backend | simulated | CPU | x real time | peak RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    results = {}
+    for backend in ("flow", "analytic"):
+        for seqs in (32, 128):
+            for nodes in (1, 2, 4, 9):
+                sets = ep_decode(nodes, seqs, 8) + ["hardware.gpu=H200-141GB", "policy.redundant_experts=-1"]
+                status, cpu, simulated, rss = run_case(moesim, EP72, sets, backend, budget)
+                gpus = nodes * 8
+                if status == "ok":
+                    results[(backend, seqs, gpus)] = (cpu, rss)
+                    row = f"{simulated:.2f} s | {cpu:.1f} s | {simulated / cpu:.3f}x | {rss:.0f} MB"
+                else:
+                    row = f"— | {status} | — | {rss:.0f} MB"
+                print(f"| {gpus} | {seqs} | {backend} | {row} |", flush=True)
+    print()
+    for backend in ("flow", "analytic"):
+        for seqs in (32, 128):
+            pts = [(g, r) for (b, s, g), r in results.items() if b == backend and s == seqs]
+            if len(pts) >= 2:
+                print(f"{backend}, {seqs} sequences per GPU: CPU time ~ G^{slope([(g, r[0]) for g, r in pts]):.2f}, "
+                      f"memory ~ G^{slope([(g, r[1]) for g, r in pts]):.2f} (G = {min(g for g, _ in pts)}.."
+                      f"{max(g for g, _ in pts)})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--moesim", default="build/moesim")
+    ap.add_argument("--budget", type=float, default=300.0, help="wall seconds per case before it is stopped")
+    ap.add_argument("--only", choices=["targets", "scale"], help="one of the two tables")
+    args = ap.parse_args()
+    if not os.path.exists(args.moesim):
+        sys.exit(f"serving_speed: no moesim at {args.moesim}")
+    if args.only != "scale":
+        targets(args.moesim, args.budget)
+    if args.only != "targets":
+        scale(args.moesim, args.budget)
+
+
+if __name__ == "__main__":
+    main()
