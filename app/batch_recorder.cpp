@@ -9,9 +9,10 @@ namespace moesim {
 void TrafficBytes::add(const Task& t, const Cluster& cluster) {
   if (t.kind != TaskKind::kTransfer || t.src == t.dst) return;
   const int G = cluster.num_gpus();
-  if (t.src >= G || t.dst >= G) host_to_device += t.bytes;
-  else if (cluster.node_of_endpoint(t.src) != cluster.node_of_endpoint(t.dst)) inter_node += t.bytes;
-  else intra_node += t.bytes;
+  const double bytes = t.bytes * t.repeat;  // a sampled layer's transfer stands for its block's
+  if (t.src >= G || t.dst >= G) host_to_device += bytes;
+  else if (cluster.node_of_endpoint(t.src) != cluster.node_of_endpoint(t.dst)) inter_node += bytes;
+  else intra_node += bytes;
 }
 
 nlohmann::json TrafficBytes::to_json() const {
@@ -47,7 +48,10 @@ void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const Tas
       has_layers_ = true;
       max_layer_end_ = std::max(max_layer_end_, tm.end);
       l.end = std::max(l.end, tm.end);
-      if (t.kind == TaskKind::kCompute && t.phase == Phase::kRouter) l.moe = true;
+      if (t.kind == TaskKind::kCompute && t.phase == Phase::kRouter) {
+        l.moe = true;
+        l.repeat = std::max<int>(l.repeat, t.repeat);
+      }
       l.sweep.add(t, tm);
     }
     if (t.kind == TaskKind::kTransfer) {
@@ -75,11 +79,13 @@ void BatchRecorder::close_layers(int layer) {
       open_.pop_front();
     }
     if (l.moe) {
-      layer_ms_.push_back(ticks_to_ms(l.end - prev_));
+      // A sampled layer stands for `repeat` layers run back to back: one layer's share.
+      const double per = 1.0 / static_cast<double>(l.repeat);
+      layer_ms_.push_back(ticks_to_ms(l.end - prev_) * per);
       double a2a = 0.0;
       for (int k = 0; k < 2; ++k)
         if (l.a2a_end[k] > 0 && l.a2a_begin[k] != kTickMax) a2a += ticks_to_ms(l.a2a_end[k] - l.a2a_begin[k]);
-      alltoall_ms_.push_back(a2a);
+      alltoall_ms_.push_back(a2a * per);
       layer_parts_.push_back(l.sweep.take(prev_, std::max(prev_, l.end)));
     }
     prev_ = std::max(prev_, l.end);

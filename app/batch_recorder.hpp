@@ -61,6 +61,7 @@ class BatchRecorder {
   struct OpenLayer {
     Tick end = 0;
     bool moe = false;
+    int repeat = 1;  ///< Task::repeat of its router tasks (layer sampling)
     Tick a2a_begin[2] = {kTickMax, kTickMax};  ///< dispatch, combine
     Tick a2a_end[2] = {0, 0};
     LayerSweep sweep;

@@ -414,6 +414,8 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
                            "expert_parallel and instances (one instance, attention data-parallel)");
     for (const PluginEntry& p : s.predictors)
       if (p.name != "none") diags.error(p.where, "policy 'amoe' uses no expert-load predictor: use predictor: none");
+    if (serving && s.serving.layer_sampling > 1)
+      diags.error(e.where, "policy 'amoe' runs every layer on its own engine: serving.layer_sampling must be 1");
   }
 
   // DeepEP carries the token dispatch of expert-parallel policies; it must be able to run on the

@@ -324,6 +324,11 @@ std::vector<ParamSpec> scheduler_specs(const EngineProfile& e) {
                   "KV cache = this fraction of the memory left after weights and activations (TensorRT-LLM "
                   "kv_cache_free_gpu_mem_fraction; absent: gpu_memory_utilization applies)", 0.0, 1.0),
       float_param("progress_interval_s", "0.5", "s", "CLI progress refresh (does not affect results)", 0.0),
+      int_param("layer_sampling", "1", "MoE layers",
+                "approximation for large searches: each step plans one MoE layer in every N consecutive ones "
+                "(rotating with the step), and its times and bytes count N times over; 1 = every layer (exact). "
+                "Measured error and speed: README, Serving speed",
+                1.0, 256.0),
       ParamSpec{"two_batch_overlap", ParamType::kBool, "false", "",
                 "split each step into two micro-batches whose computation overlaps the other's expert dispatch and "
                 "combine (SGLang --enable-two-batch-overlap; DeepSeek's inference system)", {}, {}, {}},
@@ -657,6 +662,11 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
                       ") with chunked_prefill off: it would never be scheduled (raise it, or turn chunked_prefill on)");
   }
   cfg.two_batch_overlap = sc.get_bool("two_batch_overlap");
+  cfg.layer_sampling = static_cast<int>(sc.get_int("layer_sampling"));
+  if (cfg.layer_sampling > 1 && cfg.two_batch_overlap)
+    diags.error(at_key(sc, "layer_sampling", s.serving_where),
+                "'layer_sampling' and 'two_batch_overlap' do not combine (the two micro-batches interleave every "
+                "layer's work): turn one off");
   YAML::Node speculative_res;
   cfg.speculative = read_speculative_section(sv && sv.IsMap() ? sv["speculative"] : YAML::Node(), s.model, src, diags,
                                              s.serving_where, speculative_res);

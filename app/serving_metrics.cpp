@@ -42,8 +42,8 @@ void ServingMetrics::add_step(const StepRecord& step) {
   }
   for (const Task& task : g.tasks()) bytes_.add(task, cluster_);
   for (const MoeLayerOutput& moe : step.plan->moe) {
-    dropped_ += moe.tokens_dropped;
-    bytes_.intra_gpu += moe.local_bytes;
+    dropped_ += moe.tokens_dropped * moe.repeat;  // a sampled layer stands for its block
+    bytes_.intra_gpu += moe.local_bytes * moe.repeat;
     const double total = std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), 0.0);
     const double mx = static_cast<double>(*std::max_element(moe.gpu_tokens.begin(), moe.gpu_tokens.end()));
     if (total > 0) gpu_imbalance_.push_back(mx / (total / static_cast<double>(moe.gpu_tokens.size())));

@@ -72,6 +72,8 @@ struct MoeLayerOutput {
   /// Bytes the layer's dispatch and combine kept on the token's own GPU (an all-to-all's
   /// diagonal: no transfer). Reported as traffic `intra_gpu`.
   double local_bytes = 0.0;
+  /// MoE layers this one stands for (layer sampling, LayerSample); 1 otherwise.
+  int repeat = 1;
 };
 
 /// Base class of all policies.

@@ -75,6 +75,9 @@ struct SchedulerConfig {
   /// the other's expert dispatch and combine (SGLang --enable-two-batch-overlap, DeepSeek's
   /// inference system).
   bool two_batch_overlap = false;
+  /// serving.layer_sampling: plan one MoE layer in every this many, standing for its block (an
+  /// approximation for large searches, LayerSample); 1: every layer (exact).
+  int layer_sampling = 1;
 };
 
 /// How one pool's GPUs run the model: attention groups of `tensor_parallel` GPUs (heads split,

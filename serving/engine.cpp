@@ -68,6 +68,7 @@ struct ServingEngine::PoolState {
   std::vector<Forecast> forecasts;
   Tick started = 0;
   int step = 0;
+  LayerSample sample;  ///< the step's planned MoE layers
   std::vector<int> gpu_of, endpoint_of;  ///< pool view → cluster (empty: identical)
 };
 
@@ -277,6 +278,7 @@ void ServingEngine::start_step(int pool) {
   p.step = p.next_step++;
   p.started = now();
   const int moe_layers = m.num_moe_layers();
+  shape.sample = LayerSample{setup_.scheduler.layer_sampling, p.step};
   const auto ustep = static_cast<std::uint64_t>(p.step);
   p.routing.clear();
   p.forecasts.clear();
@@ -286,6 +288,10 @@ void ServingEngine::start_step(int pool) {
     std::vector<LayerRouting> out;
     const std::vector<std::int64_t> home = part.home_tokens();
     for (int l = 0; l < moe_layers; ++l) {
+      if (!shape.sample.planned(l, moe_layers)) {  // left out by layer sampling: never read
+        out.emplace_back();
+        continue;
+      }
       Rng rng = Rng::derive(setup_.seed, stream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
       out.push_back(by_count ? setup_.routing->route_counts(p.step, l, home, rng)
                              : setup_.routing->route_tokens(p.step, l, part_tokens, rng));
@@ -298,9 +304,14 @@ void ServingEngine::start_step(int pool) {
   // The predictors forecast and observe the first micro-batch's routing under two-batch overlap.
   p.routing = halves ? route(halves->first, halves->first_tokens, kStepRoutingStream) : route(shape, tokens, kStepRoutingStream);
   for (int l = 0; l < moe_layers; ++l) {
+    if (!shape.sample.planned(l, moe_layers)) {
+      p.forecasts.emplace_back();
+      continue;
+    }
     Rng rng = Rng::derive(setup_.seed, kStepPredictorStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
     p.forecasts.push_back(sp.predictor->forecast(p.step, l, p.routing[static_cast<std::size_t>(l)], rng));
   }
+  p.sample = shape.sample;
   // The last step's plan is rebuilt in place once nothing else holds it (its pages and op
   // storage reused; a fresh plan every step spent its time allocating).
   if (!p.plan || p.plan.use_count() > 1) p.plan = std::make_shared<StepPlan>();
@@ -329,13 +340,16 @@ void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {
     for (const ScheduledChunk& c : rs.chunks)
       (c.request->prefilling() ? rec.prefill_tokens : rec.decode_tokens) += c.new_tokens;
   }
-  for (const LayerRouting& r : p.routing) rec.skewness.push_back(r.skewness());
+  const int moe_layers = static_cast<int>(p.routing.size());
+  for (int l = 0; l < moe_layers; ++l)
+    if (p.sample.planned(l, moe_layers)) rec.skewness.push_back(p.routing[static_cast<std::size_t>(l)].skewness());
   rec.forecasts = &p.forecasts;
   rec.plan = p.plan.get();
   rec.timing = &timing;
   if (step_observer_) step_observer_(rec);
   engine_->exec.recycle_timing(std::move(timing));
-  for (int l = 0; l < static_cast<int>(p.routing.size()); ++l) sp.predictor->observe(p.step, l, p.routing[static_cast<std::size_t>(l)]);
+  for (int l = 0; l < moe_layers; ++l)
+    if (p.sample.planned(l, moe_layers)) sp.predictor->observe(p.step, l, p.routing[static_cast<std::size_t>(l)]);
 
   p.busy = false;
   // Speculative decoding: drafts are accepted in order, each with the configured probability

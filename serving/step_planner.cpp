@@ -30,6 +30,19 @@ std::vector<std::int64_t> StepShape::home_tokens() const {
   return out;
 }
 
+bool LayerSample::planned(int moe, int moe_layers) const {
+  if (every <= 1) return true;
+  const int block = moe / every;
+  const int size = std::min(every, moe_layers - block * every);
+  return moe - block * every == offset % size;
+}
+
+int LayerSample::weight(int moe, int moe_layers) const {
+  if (every <= 1) return 1;
+  const int block = moe / every;
+  return std::min(every, moe_layers - block * every);
+}
+
 namespace {
 
 // KV-cache swaps before the step: device→host and host→device copies on the GPU's copy engines
@@ -192,6 +205,15 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
     throw std::logic_error("policy returned the wrong number of per-GPU outputs");
   last_ = moe_out_.done;
   return &moe_out_;
+}
+
+void StepBuilder::skip_layer() {
+  if (!next_is_moe()) throw std::logic_error("StepBuilder: only MoE layers are left out");
+  ++layer_;
+  ++moe_index_;
+  // A planned MoE layer leaves its group's tokens split over the group's GPUs (expert parallel
+  // behind tensor-parallel attention): the next layer gathers them first.
+  if (grouped_ && !tp_experts_) split_ = group_tp_ > 1;
 }
 
 std::vector<TaskId> StepBuilder::add_tensor_parallel_attention(TaskGraph& plan, int layer) {
@@ -381,9 +403,21 @@ void plan_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int 
       builder.add_layer(sp.graph, nullptr, nullptr);
       continue;
     }
-    const auto i = static_cast<std::size_t>(builder.next_moe_index());
+    const int moe = builder.next_moe_index();
+    const int moe_layers = m.num_moe_layers();
+    if (!shape.sample.planned(moe, moe_layers)) {
+      builder.skip_layer();
+      continue;
+    }
+    const auto i = static_cast<std::size_t>(moe);
+    const auto first = static_cast<TaskId>(sp.graph.size());
     builder.add_layer(sp.graph, &routing[i], forecasts ? &(*forecasts)[i] : nullptr);
     sp.moe.push_back(builder.take_moe_output());
+    const int weight = shape.sample.weight(moe, moe_layers);
+    if (weight > 1) {
+      sp.graph.set_repeat(first, static_cast<TaskId>(sp.graph.size()), static_cast<std::uint16_t>(weight));
+      sp.moe.back().repeat = weight;
+    }
   }
   builder.add_drafts(sp.graph, shape);
 }

@@ -20,6 +20,19 @@ namespace moesim {
 
 /// What each GPU runs in one step: its sequences' chunks, and KV-cache swaps (bytes between the
 /// GPU and its node's host memory) that must finish before its first layer.
+/// Layer sampling (serving.layer_sampling, an approximation, off at 1): the MoE layers are cut
+/// into blocks of `every` consecutive ones (the last may be shorter) and each step plans one layer
+/// per block, standing for the whole block (Task::repeat): its times and bytes count that many
+/// times over. Which layer of a block rotates with the step, so every layer is sampled in turn.
+struct LayerSample {
+  int every = 1;   ///< MoE layers per block; 1: every layer planned (exact)
+  int offset = 0;  ///< the sampled position inside each block (the step number)
+  /// Whether MoE layer `moe` (of `moe_layers`) is planned.
+  bool planned(int moe, int moe_layers) const;
+  /// The layers MoE layer `moe` stands for when planned: its block's size.
+  int weight(int moe, int moe_layers) const;
+};
+
 struct StepShape {
   std::vector<std::vector<SeqChunk>> seqs;  ///< per GPU
   std::vector<double> swap_out_bytes;       ///< per GPU (empty: none)
@@ -55,6 +68,8 @@ struct StepShape {
   int draft_passes = 0;
   bool draft_mtp = false;
   std::vector<std::vector<SeqChunk>> draft_seqs;
+  /// Which MoE layers are planned (layer sampling; default: all).
+  LayerSample sample;
   /// True when attention runs in groups (attention_tp > 1 or tp_experts).
   bool grouped() const { return attention_tp > 1 || tp_experts; }
   /// Tokens per GPU entering the MoE layers: the sum of its chunks' new tokens; in groups, a
@@ -92,6 +107,9 @@ class StepBuilder {
   const std::vector<std::int64_t>& home_tokens() const { return home_tokens_; }
   /// Plans the speculative drafts of `shape` after the last layer (nothing when it has none).
   void add_drafts(TaskGraph& plan, const StepShape& shape);
+  /// Passes over the next layer, a MoE layer that layer sampling leaves out: nothing is planned,
+  /// and the next layer starts from the state this one would have left.
+  void skip_layer();
   /// The policy's report of the last MoE layer planned, moved out.
   MoeLayerOutput take_moe_output() { return std::move(moe_out_); }
 

@@ -8,6 +8,16 @@
 namespace moesim {
 
 namespace {
+/// A duration `repeat` times over (Task::repeat), within the simulated time range.
+Tick repeated(Tick t, std::uint16_t repeat) {
+  if (repeat == 1) return t;
+  if (t > kTickLimit / repeat) throw TimeRangeError("a repeated task's duration passed the simulated time range (~53 days)");
+  return t * repeat;
+}
+}  // namespace
+
+
+namespace {
 // A queue drained this far from its front is compacted, so a stream that never runs dry (a
 // serving loop) does not grow without bound; the threshold keeps the copy amortised O(1).
 constexpr std::size_t kCompactAfter = 64;
@@ -238,7 +248,7 @@ void PlanExecutor::on_ready(std::uint32_t slot, TaskId id) {
       break;
     case TaskKind::kDelay:
       tm.start = now;
-      sim_.after(t.delay, [this, slot, id] {
+      sim_.after(repeated(t.delay, t.repeat), [this, slot, id] {
         finish(slot, id);
         settle(slot);
       }, EventPriority::kCompletion);
@@ -279,9 +289,9 @@ void PlanExecutor::kick_stream(Stream& s) {
     settle(slot);
   };
   if (t.kind == TaskKind::kCompute) {
-    sim_.after(hooks_.compute_time(t, g.plan->ops_of(t)), done, EventPriority::kCompletion);
+    sim_.after(repeated(hooks_.compute_time(t, g.plan->ops_of(t)), t.repeat), done, EventPriority::kCompletion);
   } else {
-    net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale, done, t.hop);
+    net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale * t.repeat, done, t.hop);
   }
 }
 
@@ -323,7 +333,7 @@ void PlanExecutor::start_transfer(std::uint32_t slot, TaskId id) {
   Graph& g = graphs_[slot];
   const Task& t = g.plan->task(id);
   g.timing[id - g.base].start = sim_.now();
-  net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale, [this, slot, id] {
+  net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale * t.repeat, [this, slot, id] {
     finish(slot, id);
     settle(slot);
   }, t.hop);

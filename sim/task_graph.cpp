@@ -190,6 +190,11 @@ void TaskGraph::remap(const std::vector<int>& gpu_of, const std::vector<int>& en
   }
 }
 
+void TaskGraph::set_repeat(TaskId first, TaskId end, std::uint16_t repeat) {
+  if (repeat < 1) throw std::logic_error("TaskGraph::set_repeat: a task stands for at least one copy");
+  for (TaskId id = first; id < end && id < static_cast<TaskId>(tasks_.size()); ++id) tasks_[id].repeat = repeat;
+}
+
 void TaskGraph::set_micro_batch(TaskId first, TaskId end, std::uint8_t mb) {
   for (TaskId id = first; id < end && id < static_cast<TaskId>(tasks_.size()); ++id) tasks_[id].micro_batch = mb;
 }

@@ -49,6 +49,10 @@ struct Task {
   /// Which micro-batch of a two-batch-overlap step the task belongs to (0 otherwise): a compute
   /// stream's chooser may run the earlier micro-batch's work first.
   std::uint8_t micro_batch = 0;
+  /// How many identical copies, run back to back, the task stands for (layer sampling: a sampled
+  /// layer's tasks stand for every layer of its block): compute and delay times and a transfer's
+  /// bytes are multiplied by it. 1 otherwise.
+  std::uint16_t repeat = 1;
   /// kTransfer: the flow carries bytes × wire_scale at line rate (a protocol's efficiency and the
   /// link rate NCCL achieves, or a measured efficiency); `bytes` stays the data, for statistics.
   float wire_scale = 1.0f;
@@ -135,6 +139,8 @@ class TaskGraph {
   const Task& task(TaskId id) const { return tasks_[id]; }
   /// Marks tasks [first, end) as belonging to micro-batch `mb` (Task::micro_batch).
   void set_micro_batch(TaskId first, TaskId end, std::uint8_t mb);
+  /// Marks tasks [first, end) as standing for `repeat` copies each (Task::repeat).
+  void set_repeat(TaskId first, TaskId end, std::uint16_t repeat);
   std::span<const Op> ops_of(const Task& t) const { return {ops_.data() + (t.ops_begin - ops_base_), t.ops_count}; }
   std::span<const TaskId> successors(TaskId id) const { return successors_[id].view(); }
   std::uint32_t dependency_count(TaskId id) const { return dep_count_[id]; }

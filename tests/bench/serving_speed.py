@@ -40,16 +40,20 @@ def ep_decode(nodes, seqs_per_gpu, output_tokens, redundant=None):
 
 # (label, scenario, overrides, backend, target): target ("x", v) = at least v x real time;
 # ("wall", v) = at most v CPU seconds; ("per_min", v) = at most v CPU seconds per simulated minute.
+# Each serving case runs exact, then with serving.layer_sampling 16 (an approximation, off by
+# default; its error against the exact run is printed beside it).
+EP1024 = ep_decode(128, 128, 600, redundant=768)
 TARGETS = [
     ("Mixtral-8x7B, 1 DGX H100, 1,000 x 256 (flow)", MIXTRAL, [], "flow", ("x", 100)),
     ("Mixtral-8x7B, 1 DGX H100, 1,000 x 256 (analytic)", MIXTRAL, [], "analytic", ("x", 300)),
     ("DeepSeek-V3, 8x H200, ADP8 + EP8, 640 x 1024/512, c512 (flow)", H200, [], "flow", ("x", 50)),
     ("DeepSeek-V3 decode, 9 DGX H100, EP72, 256 seqs/GPU, 64 out (flow)", EP72, [], "flow", ("x", 10)),
-    ("DeepSeek-V3 decode, 128 DGX H100, EP1024, 128 seqs/GPU (analytic)", EP72,
-     ep_decode(128, 128, 600, redundant=768), "analytic", ("per_min", 60)),
-    ("DeepSeek-V3 prefill, 8 DGX H100, EP64, 128k tokens, 30% on 16 hot experts (flow)", SKEWED, [], "flow",
-     ("wall", 5)),
+    ("DeepSeek-V3 decode, 9 DGX H100, EP72, 256 seqs/GPU, 64 out (analytic)", EP72, [], "analytic", ("x", 10)),
+    ("DeepSeek-V3 decode, 128 DGX H100, EP1024, 128 seqs/GPU (analytic)", EP72, EP1024, "analytic", ("per_min", 60)),
 ]
+PREFILL = ("DeepSeek-V3 prefill, 8 DGX H100, EP64, 128k tokens, 30% on 16 hot experts (flow)", SKEWED, [], "flow",
+           ("wall", 5))
+SAMPLING = 16
 
 
 def run_child(cmd, budget):
@@ -88,11 +92,11 @@ def run_case(moesim, scenario, sets, backend, budget):
         for s in sets:
             cmd += ["--set", s]
         status, cpu, wall, rss = run_child(cmd, budget)
-        simulated = None
+        simulated, metrics = None, None
         if status == "ok":
-            run = json.load(open(os.path.join(out, "result.json")))["runs"][0]["metrics"]
-            simulated = run["makespan_ms"] / 1e3
-    return status, cpu, simulated, rss
+            metrics = json.load(open(os.path.join(out, "result.json")))["runs"][0]["metrics"]
+            simulated = metrics["makespan_ms"] / 1e3
+    return status, cpu, simulated, rss, metrics
 
 
 def verdict(target, cpu, simulated, status):
@@ -111,23 +115,49 @@ def target_text(target):
     return {"x": f">= {value}x real time", "wall": f"<= {value} s", "per_min": f"<= {value} s per simulated minute"}[kind]
 
 
+def error_text(exact, approx):
+    """Output throughput and mean TPOT of the sampled run against the exact one."""
+    if not exact or not approx:
+        return "—"
+    parts = []
+    for name, get in (("throughput", lambda m: m["throughput_tokens_per_s"]), ("TPOT", lambda m: m["tpot_ms"]["mean"]),
+                      ("TTFT", lambda m: m["ttft_ms"]["mean"])):
+        parts.append(f"{name} {100 * (get(approx) / get(exact) - 1):+.1f}%")
+    return ", ".join(parts)
+
+
+def row(label, target, status, cpu, simulated, rss, note=""):
+    sim = f"{simulated:.1f} s" if simulated else "—"
+    xr = f"{simulated / cpu:.2f}x" if simulated else "—"
+    print(f"| {label} | {sim} | {cpu:.1f} s | {xr} | {rss:.0f} MB | {target_text(target)} | "
+          f"{verdict(target, cpu, simulated, status)} | {note} |", flush=True)
+
+
 def targets(moesim, budget):
-    print("| case | simulated | CPU | x real time | peak RSS | target | verdict |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| case | simulated | CPU | x real time | peak RSS | target | verdict | layer sampling error |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, scenario, sets, backend, target in TARGETS:
-        status, cpu, simulated, rss = run_case(moesim, scenario, sets, backend, budget)
-        sim = f"{simulated:.1f} s" if simulated else "—"
-        xr = f"{simulated / cpu:.2f}x" if simulated else "—"
-        print(f"| {label} | {sim} | {cpu:.1f} s | {xr} | {rss:.0f} MB | {target_text(target)} | "
-              f"{verdict(target, cpu, simulated, status)} |", flush=True)
+        status, cpu, simulated, rss, exact = run_case(moesim, scenario, sets, backend, budget)
+        row(label, target, status, cpu, simulated, rss)
+        status, cpu, simulated, rss, approx = run_case(moesim, scenario, sets + [f"serving.layer_sampling={SAMPLING}"],
+                                                       backend, budget)
+        row(f"same, `layer_sampling: {SAMPLING}`", target, status, cpu, simulated, rss, error_text(exact, approx))
+    label, scenario, sets, backend, target = PREFILL
+    status, cpu, simulated, rss, _ = run_case(moesim, scenario, sets, backend, budget)
+    row(label, target, status, cpu, simulated, rss)
     # The sweep: 20 arrival rates x 3 policies of the Mixtral case, wall time at --jobs 2.
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [moesim, "sweep", MIXTRAL, "--jobs", "2", "--out", os.path.join(out, "s"),
-               "--set", "policy=[static-ep, eplb, deepspeed]", "--grid", "workload.arrival.rate_per_s=5:100:5"]
-        status, cpu, wall, rss = run_child(cmd, budget)
-    met = "met" if status == "ok" and wall <= 60 else "not met" + ("" if status == "ok" else f" ({status})")
-    print(f"| `moesim sweep` of 20 arrival rates x 3 policies, Mixtral case, --jobs 2 | — | {cpu:.1f} s "
-          f"({wall:.1f} s wall) | — | {rss:.0f} MB | <= 60 s wall | {met} |", flush=True)
+    for extra in ([], [f"serving.layer_sampling={SAMPLING}"]):
+        with tempfile.TemporaryDirectory() as out:
+            cmd = [moesim, "sweep", MIXTRAL, "--jobs", "2", "--out", os.path.join(out, "s"),
+                   "--set", "policy=[static-ep, eplb, deepspeed]", "--grid", "workload.arrival.rate_per_s=5:100:5"]
+            for e in extra:
+                cmd += ["--set", e]
+            status, cpu, wall, rss = run_child(cmd, budget)
+        met = "met" if status == "ok" and wall <= 60 else "not met" + ("" if status == "ok" else f" ({status})")
+        label = "`moesim sweep` of 20 arrival rates x 3 policies, Mixtral case, --jobs 2" if not extra else \
+            f"same, `layer_sampling: {SAMPLING}`"
+        print(f"| {label} | — | {cpu:.1f} s ({wall:.1f} s wall) | — | {rss:.0f} MB | <= 60 s wall | {met} | |",
+              flush=True)
 
 
 def slope(points):
@@ -150,7 +180,7 @@ def scale(moesim, budget):
         for seqs in (32, 128):
             for nodes in (1, 2, 4, 9):
                 sets = ep_decode(nodes, seqs, 8) + ["hardware.gpu=H200-141GB", "policy.redundant_experts=-1"]
-                status, cpu, simulated, rss = run_case(moesim, EP72, sets, backend, budget)
+                status, cpu, simulated, rss, _ = run_case(moesim, EP72, sets, backend, budget)
                 gpus = nodes * 8
                 if status == "ok":
                     results[(backend, seqs, gpus)] = (cpu, rss)
