@@ -11,7 +11,6 @@ budget and an address-space cap: one that passes either is reported as such, nev
 Targets (the issue's, not timed tests): x real time = simulated seconds per CPU second."""
 import argparse
 import json
-import math
 import os
 import resource
 import signal
@@ -19,6 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale_table import slope  # noqa: E402  (the prefill scale table's growth exponent)
 
 MIXTRAL = "scenarios/serving/bench-mixtral-dgx-h100.yaml"
 H200 = "scenarios/serving/bench-deepseek-v3-h200.yaml"
@@ -158,15 +160,6 @@ def targets(moesim, budget):
             f"same, `layer_sampling: {SAMPLING}`"
         print(f"| {label} | — | {cpu:.1f} s ({wall:.1f} s wall) | — | {rss:.0f} MB | <= 60 s wall | {met} | |",
               flush=True)
-
-
-def slope(points):
-    """Least-squares slope of log y against log x."""
-    xs = [math.log(x) for x, _ in points]
-    ys = [math.log(y) for _, y in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else float("nan")
 
 
 def scale(moesim, budget):
