@@ -14,10 +14,7 @@ Tick repeated(Tick t, std::uint16_t repeat) {
   if (t > kTickLimit / repeat) throw TimeRangeError("a repeated task's duration passed the simulated time range (~53 days)");
   return t * repeat;
 }
-}  // namespace
 
-
-namespace {
 // A queue drained this far from its front is compacted, so a stream that never runs dry (a
 // serving loop) does not grow without bound; the threshold keeps the copy amortised O(1).
 constexpr std::size_t kCompactAfter = 64;

@@ -7,6 +7,7 @@
 
 #include "app/scenario.hpp"
 #include "app/serving_run.hpp"
+#include "serve_metrics.hpp"
 #include "policies/deepep_dispatch.hpp"
 
 namespace moesim {
@@ -64,11 +65,7 @@ std::string scenario(const std::string& deployment, const std::string& policy = 
          "policy: " + policy + "\n";
 }
 
-nlohmann::json serve(const std::string& text) {
-  const Scenario s = load_scenario_text(text, "d.yaml");
-  std::string csv;
-  return run_serving(s, s.policies.front(), s.predictors.front(), "", csv)["metrics"];
-}
+nlohmann::json serve(const std::string& text) { return testing::serve_metrics(text, "d.yaml"); }
 
 // Every request completes with either kernel family, and the dispatch is no longer NCCL's.
 TEST(DeepEpDispatch, ServingRunsWithEitherKernelAndTheyDiffer) {

@@ -9,6 +9,7 @@
 
 #include "app/scenario.hpp"
 #include "app/serving_run.hpp"
+#include "serve_metrics.hpp"
 #include "serving/step_planner.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/plan_executor.hpp"
@@ -81,12 +82,7 @@ std::string scenario(const std::string& serving, int layers, int top_k, int outp
          "predictor: none\n";
 }
 
-nlohmann::json serve(const std::string& text) {
-  const Scenario s = load_scenario_text(text, "sampling.yaml");
-  std::string csv;
-  nlohmann::json m = run_serving(s, s.policies.front(), s.predictors.front(), "", csv)["metrics"];
-  return m;
-}
+nlohmann::json serve(const std::string& text) { return testing::serve_metrics(text, "sampling.yaml"); }
 
 double makespan(const nlohmann::json& m) { return m["makespan_ms"].get<double>(); }
 

@@ -8,6 +8,7 @@
 
 #include "app/scenario.hpp"
 #include "app/serving_run.hpp"
+#include "serve_metrics.hpp"
 
 namespace moesim {
 namespace {
@@ -26,11 +27,7 @@ std::string scenario(const std::string& serving, const std::string& deployment =
          "predictor: none\n";
 }
 
-nlohmann::json serve(const std::string& text) {
-  const Scenario s = load_scenario_text(text, "spec.yaml");
-  std::string csv;
-  return run_serving(s, s.policies.front(), s.predictors.front(), "", csv)["metrics"];
-}
+nlohmann::json serve(const std::string& text) { return testing::serve_metrics(text, "spec.yaml"); }
 
 std::int64_t steps(const nlohmann::json& m) { return m["steps"]["count"].get<std::int64_t>(); }
 double step_ms(const nlohmann::json& m) { return m["steps"]["step_ms"]["mean"].get<double>(); }
