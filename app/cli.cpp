@@ -138,6 +138,7 @@ int run_cli(int argc, char** argv) {
   validate->add_option("--set", sets, "override a scenario key: key.path=value (repeatable)");
 
   const SweepCommand sweep(app);
+  const PlanCommand plan(app);
   const GuidelineCommand guideline(app);
 
   CompareOptions compare_options;
@@ -217,6 +218,7 @@ int run_cli(int argc, char** argv) {
     if (run->parsed()) return cmd_run(file, sets, out, quiet, run_jobs);
     if (validate->parsed()) return cmd_validate(file, sets);
     if (sweep.parsed()) return sweep.run();
+    if (plan.parsed()) return plan.run();
     if (guideline.parsed()) return guideline.run();
     if (list->parsed()) return cli_list(what.c_str());
     if (compare->parsed()) {

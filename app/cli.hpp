@@ -1,5 +1,5 @@
 #pragma once
-// The moesim command line: run, validate, sweep, guideline, list, cost, calibrate. Exit codes: 0 success, 2 bad input
+// The moesim command line: run, validate, sweep, plan, guideline, list, cost, calibrate. Exit codes: 0 success, 2 bad input
 // (every problem printed as file:line:col: error: ...), 1 internal error.
 #include <cstdint>
 #include <filesystem>
@@ -50,6 +50,25 @@ class SweepCommand {
   std::vector<std::string> grids_, zips_, sets_, merge_dirs_;
   std::string merge_out_;
   unsigned jobs_ = 0;
+};
+
+/// `moesim plan` (cli_plan.cpp): the deployment search; registers its options on construction.
+class PlanCommand {
+ public:
+  explicit PlanCommand(CLI::App& app);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string file_, out_, objective_ = "goodput-per-gpu", slo_, policies_, seqs_, tokens_, gpus_;
+  std::string disaggregation_ = "auto", tbo_ = "false";
+  std::vector<std::string> sets_;
+  int max_gpus_ = 0;
+  double percentile_ = 90.0, cost_ = 0.0;
+  std::size_t finalists_ = 10;
+  unsigned jobs_ = 0;
+  bool quiet_ = false;
 };
 
 /// `moesim cost dispatch|combine` (cli_cost_deepep.cpp): DeepEP's kernels or NCCL's all-to-all for one
