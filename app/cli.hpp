@@ -8,6 +8,7 @@
 
 #include "hardware/cluster.hpp"
 #include "hardware/deepep.hpp"
+#include "app/plan.hpp"
 
 namespace CLI {
 class App;
@@ -60,7 +61,14 @@ class PlanCommand {
   int run() const;
 
  private:
+  PlanSpec spec_from_options() const;
+  /// Writes plan.csv, best.yaml, engines.txt and plan.txt into `out` and prints the table.
+  static int write_plan(const PlanSpec& spec, const PlanOutcome& o, const std::string& out);
   CLI::App* cmd_ = nullptr;
+  CLI::App* merge_ = nullptr;
+  std::vector<std::string> merge_dirs_;
+  std::string merge_out_, shard_;
+  unsigned merge_jobs_ = 0;
   std::string file_, out_, objective_ = "goodput-per-gpu", slo_, policies_, seqs_, tokens_, gpus_;
   std::string disaggregation_ = "auto", tbo_ = "false";
   std::vector<std::string> sets_;

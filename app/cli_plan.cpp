@@ -67,7 +67,7 @@ std::vector<std::int64_t> int_list(const std::string& option, const std::string&
 
 PlanCommand::PlanCommand(CLI::App& app) {
   cmd_ = app.add_subcommand("plan", "search deployments for the best goodput at the scenario's SLOs; write DIR/plan.csv");
-  cmd_->add_option("file", file_, "serving scenario YAML")->required();
+  cmd_->add_option("file", file_, "serving scenario YAML (required unless `merge`)");
   cmd_->add_option("--max-gpus", max_gpus_, "largest instance searched (default: the scenario's cluster)")
       ->check(CLI::Range(1, 1000000));
   cmd_->add_option("--gpus-per-instance", gpus_, "instance sizes to search, e.g. 8,16 (default: 1, 2, 4, ... up to --max-gpus)");
@@ -90,12 +90,46 @@ PlanCommand::PlanCommand(CLI::App& app) {
   cmd_->add_option("--jobs", jobs_, "candidates simulated in parallel (default: hardware concurrency)")
       ->check(CLI::PositiveNumber);
   cmd_->add_flag("-q,--quiet", quiet_, "no progress bar");
+  cmd_->add_option("--shard", shard_, "K/N: prune and estimate only candidates i with i mod N = K-1 into DIR/plan-shard.json");
   cmd_->footer(kPlanHelp);
+  cmd_->require_subcommand(0, 1);
+  merge_ = cmd_->add_subcommand("merge", "join the --shard folders of one plan, run its finalists, write DIR as one machine would");
+  merge_->add_option("dirs", merge_dirs_, "shard folders (DIR of each `moesim plan --shard K/N --out DIR`)")->required();
+  merge_->add_option("--out", merge_out_, "folder for plan.csv, best.yaml, engines.txt, plan.txt")->required();
+  merge_->add_option("--jobs", merge_jobs_, "finalists simulated in parallel (default: hardware concurrency)")
+      ->check(CLI::PositiveNumber);
 }
 
 bool PlanCommand::parsed() const { return cmd_->parsed(); }
 
 int PlanCommand::run() const {
+  const bool progress = !quiet_ && isatty(STDERR_FILENO) == 1;
+  if (merge_->parsed()) {
+    auto [spec, o] = merge_plan_shards(merge_dirs_);
+    finish_plan(spec, o, merge_jobs_ ? merge_jobs_ : std::max(1u, std::thread::hardware_concurrency()), progress);
+    return write_plan(spec, o, merge_out_);
+  }
+  if (file_.empty())
+    throw InputError(SourceLocation{"moesim plan", 0, 0}, "a scenario FILE is required (moesim plan FILE [options])");
+  const PlanSpec spec = spec_from_options();
+  const unsigned jobs = jobs_ ? jobs_ : std::max(1u, std::thread::hardware_concurrency());
+  const fs::path dir = out_.empty() ? fs::path("results") / ("plan-" + fs::path(file_).stem().string()) : fs::path(out_);
+  if (!shard_.empty()) {
+    const SweepShard shard = parse_sweep_shard(shard_);
+    const PlanOutcome o = estimate_plan(spec, jobs, progress, shard);
+    fs::create_directories(dir);
+    write_atomically(dir / "plan-shard.json", plan_shard_json(spec, o, shard).dump(1) + "\n");
+    std::size_t mine = 0;
+    for (const PlanRow& r : o.rows) mine += r.status != "other-shard";
+    std::cout << "plan: shard " << shard.text() << ": " << mine << " of " << o.rows.size()
+              << " candidates estimated or pruned\nwrote " << (dir / "plan-shard.json").string()
+              << " (join the shards with `moesim plan merge DIR... --out DIR`)\n";
+    return 0;
+  }
+  return write_plan(spec, run_plan(spec, jobs, progress), dir.string());
+}
+
+PlanSpec PlanCommand::spec_from_options() const {
   PlanSpec spec;
   spec.file = file_;
   spec.sets = sets_;
@@ -124,10 +158,11 @@ int PlanCommand::run() const {
   spec.two_batch_overlap.clear();
   for (const std::string& v : parse_value_list(tbo_, "--two-batch-overlap " + tbo_)) spec.two_batch_overlap.push_back(v == "true");
   spec.finalists = finalists_;
-  const unsigned jobs = jobs_ ? jobs_ : std::max(1u, std::thread::hardware_concurrency());
-  const PlanOutcome o = run_plan(spec, jobs, !quiet_ && isatty(STDERR_FILENO) == 1);
+  return spec;
+}
 
-  const fs::path dir = out_.empty() ? fs::path("results") / ("plan-" + fs::path(file_).stem().string()) : fs::path(out_);
+int PlanCommand::write_plan(const PlanSpec& spec, const PlanOutcome& o, const std::string& out) {
+  const fs::path dir(out);
   fs::create_directories(dir);
   write_atomically(dir / "plan.csv", plan_csv(spec, o));
   const std::string table = plan_table(spec, o);

@@ -265,12 +265,46 @@ void describe_scenario(const Scenario& s, PlanCandidate& c) {
   c.two_batch_overlap = s.serving.two_batch_overlap;
 }
 
+// Throws when nothing the budget allows fits: the budget is the input at fault.
+void check_some_fit(const PlanOutcome& out, int max_gpus, const std::string& model) {
+  for (const PlanRow& r : out.rows)
+    if (!r.candidate.scenario && !r.status.starts_with("pruned") && r.status != "other-shard") return;
+  std::string why;
+  for (const PlanRow& r : out.rows)
+    if (!r.candidate.scenario && r.status == "pruned-memory") {
+      why = r.candidate.label() + ": " + r.reason;
+      break;
+    }
+  throw InputError(SourceLocation{"--max-gpus " + std::to_string(max_gpus), 0, 0},
+                   "no deployment of at most " + std::to_string(max_gpus) + " GPUs holds " + model +
+                       (why.empty() ? std::string() : " (e.g. " + why + ")"));
+}
+
+// Runs f() for a candidate's search: bad input found only while it runs (a layout that outgrows
+// memory once routed, durations past simulated time) fails that candidate, with the reason.
+void guarded(PlanRow& row, const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    row.status = "failed";
+    row.reason = e.diagnostics().empty() ? e.what() : e.diagnostics().front().message;
+  } catch (const TimeRangeError& e) {
+    row.status = "failed";
+    row.reason = e.what();
+  } catch (const std::logic_error& e) {
+    std::cerr << "plan: candidate " << row.candidate.index << " (" << row.candidate.label() << "): " << e.what() << "\n";
+    throw;
+  }
+}
+
+int budget(const PlanSpec& spec, const Scenario& s) { return spec.max_gpus > 0 ? spec.max_gpus : s.hardware.num_gpus(); }
+
 }  // namespace
 
-PlanOutcome run_plan(const PlanSpec& spec, unsigned jobs, bool progress) {
+PlanOutcome estimate_plan(const PlanSpec& spec, unsigned jobs, bool progress, const SweepShard& shard) {
   const PlanBase base = read_base(spec);
   const Scenario& s = base.scenario;
-  const int max_gpus = spec.max_gpus > 0 ? spec.max_gpus : s.hardware.num_gpus();
+  const int max_gpus = budget(spec, s);
   PlanOutcome out;
   out.load_key = base.load_key;
   out.attainment = spec.percentile / 100.0;
@@ -280,11 +314,16 @@ PlanOutcome run_plan(const PlanSpec& spec, unsigned jobs, bool progress) {
   out.model_name = s.model.name;
   out.experts = s.model.experts;
   out.rows.resize(cands.size());
-  for (std::size_t i = 0; i < cands.size(); ++i) out.rows[i].candidate = cands[i];
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    out.rows[i].candidate = cands[i];
+    out.rows[i].status = "other-shard";
+    if (shard.has(i)) mine.push_back(i);
+  }
 
   // 1. Prune: invalid scenarios and layouts that do not fit in memory are never simulated.
-  parallel_for(out.rows.size(), jobs, [&](std::size_t i) {
-    PlanRow& row = out.rows[i];
+  parallel_for(mine.size(), jobs, [&](std::size_t k) {
+    PlanRow& row = out.rows[mine[k]];
     std::optional<Scenario> sc;
     try {
       sc = base.load_at(row.candidate, base.load, false);
@@ -301,39 +340,14 @@ PlanOutcome run_plan(const PlanSpec& spec, unsigned jobs, bool progress) {
       row.reason = e.diagnostics().empty() ? e.what() : e.diagnostics().front().message;
     }
   });
-  std::vector<std::size_t> feasible;
-  for (std::size_t i = 0; i < out.rows.size(); ++i)
-    if (out.rows[i].status == "feasible") feasible.push_back(i);
-  if (feasible.empty() || (feasible.size() == 1 && feasible[0] == 0 && out.rows.size() > 1)) {
-    // Nothing the budget allows fits: the budget is the input at fault.
-    std::string why;
-    for (const PlanRow& r : out.rows)
-      if (!r.candidate.scenario && r.status == "pruned-memory") {
-        why = r.candidate.label() + ": " + r.reason;
-        break;
-      }
-    throw InputError(SourceLocation{"--max-gpus " + std::to_string(max_gpus), 0, 0},
-                     "no deployment of at most " + std::to_string(max_gpus) + " GPUs holds " + s.model.name +
-                         (why.empty() ? std::string() : " (e.g. " + why + ")"));
-  }
+  if (shard.count == 1) check_some_fit(out, max_gpus, s.model.name);
 
   // 2. Estimate every feasible candidate; each starts from the scenario's load per GPU.
+  std::vector<std::size_t> feasible;
+  for (std::size_t i : mine)
+    if (out.rows[i].status == "feasible") feasible.push_back(i);
   const double per_gpu = base.load / std::max(1, s.hardware.num_gpus());
-  ProgressBar bar("plan", "candidates", feasible.size() + std::min(spec.finalists, feasible.size()) + 1, 0, progress);
-  const auto guarded = [&](PlanRow& row, const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const InputError& e) {
-      row.status = "failed";
-      row.reason = e.diagnostics().empty() ? e.what() : e.diagnostics().front().message;
-    } catch (const TimeRangeError& e) {
-      row.status = "failed";
-      row.reason = e.what();
-    } catch (const std::logic_error& e) {
-      std::cerr << "plan: candidate " << row.candidate.index << " (" << row.candidate.label() << "): " << e.what() << "\n";
-      throw;
-    }
-  };
+  ProgressBar bar("plan: estimate", "candidates", feasible.size(), 0, progress);
   parallel_for(feasible.size(), jobs, [&](std::size_t k) {
     PlanRow& row = out.rows[feasible[k]];
     const double start = row.candidate.scenario ? base.load : per_gpu * row.candidate.gpus;
@@ -344,16 +358,24 @@ PlanOutcome run_plan(const PlanSpec& spec, unsigned jobs, bool progress) {
     });
     bar.advance();
   });
+  bar.finish();
+  return out;
+}
 
+void finish_plan(const PlanSpec& spec, PlanOutcome& out, unsigned jobs, bool progress) {
+  const PlanBase base = read_base(spec);
+  const int max_gpus = budget(spec, base.scenario);
+  check_some_fit(out, max_gpus, base.scenario.model.name);
   // 3. The finalists (and the scenario's deployment) in full, from their estimated capacity.
   std::vector<std::size_t> order;
-  for (std::size_t i : feasible)
-    if (out.rows[i].status == "estimated" && !out.rows[i].candidate.scenario) order.push_back(i);
+  for (std::size_t i = 1; i < out.rows.size(); ++i)
+    if (out.rows[i].status == "estimated") order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return better(out.rows[a], out.rows[b]); });
   std::vector<std::size_t> finals(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(spec.finalists, order.size())));
   for (std::size_t i : order)
     if (std::find(finals.begin(), finals.end(), i) == finals.end()) out.rows[i].reason = "not a finalist by the estimate";
   if (out.rows[0].status == "estimated") finals.insert(finals.begin(), 0);
+  ProgressBar bar("plan: full runs", "candidates", finals.size(), 0, progress);
   parallel_for(finals.size(), jobs, [&](std::size_t k) {
     PlanRow& row = out.rows[finals[k]];
     const double start = row.best ? row.best->load : (row.closest ? row.closest->load : base.load);
@@ -368,21 +390,28 @@ PlanOutcome run_plan(const PlanSpec& spec, unsigned jobs, bool progress) {
     bar.advance();
   });
   bar.finish();
+  out.ranking.clear();
   for (std::size_t i : finals)
     if (out.rows[i].status == "ran" && out.rows[i].score) out.ranking.push_back(i);
   std::stable_sort(out.ranking.begin(), out.ranking.end(),
                    [&](std::size_t a, std::size_t b) { return better(out.rows[a], out.rows[b]); });
-  if (!out.ranking.empty()) {
-    const PlanRow& w = out.rows[out.ranking.front()];
-    const Scenario best = base.load_at(w.candidate, w.best->load, false);
-    YAML::Emitter e;
-    e << best.resolved;
-    out.best_yaml = "# moesim plan: the best of " + std::to_string(out.rows.size()) + " candidates for " + spec.file +
-                    " (" + plan_objective_name(spec.objective) + "): " + w.candidate.label() + ",\n# one instance of " +
-                    std::to_string(w.candidate.gpus) + " GPUs at " + base.load_key + " = " +
-                    base.load_text(w.best->load) + "; a budget of " + std::to_string(max_gpus) + " GPUs holds " +
-                    std::to_string(max_gpus / std::max(1, w.candidate.gpus)) + " such instances.\n" + e.c_str() + "\n";
-  }
+  out.best_yaml.clear();
+  if (out.ranking.empty()) return;
+  const PlanRow& w = out.rows[out.ranking.front()];
+  const Scenario best = base.load_at(w.candidate, w.best->load, false);
+  YAML::Emitter e;
+  e << best.resolved;
+  out.best_yaml = "# moesim plan: the best of " + std::to_string(out.rows.size()) + " candidates for " +
+                  std::filesystem::path(spec.file).filename().string() + " (" + plan_objective_name(spec.objective) +
+                  "): " + w.candidate.label() + ",\n# one instance of " + std::to_string(w.candidate.gpus) +
+                  " GPUs at " + base.load_key + " = " + base.load_text(w.best->load) + "; a budget of " +
+                  std::to_string(max_gpus) + " GPUs holds " + std::to_string(max_gpus / std::max(1, w.candidate.gpus)) +
+                  " such instances.\n" + e.c_str() + "\n";
+}
+
+PlanOutcome run_plan(const PlanSpec& spec, unsigned jobs, bool progress) {
+  PlanOutcome out = estimate_plan(spec, jobs, progress, SweepShard{});
+  finish_plan(spec, out, jobs, progress);
   return out;
 }
 

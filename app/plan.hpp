@@ -23,9 +23,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "app/sweep.hpp"
 
 namespace moesim {
 
@@ -128,6 +131,19 @@ std::vector<PlanCandidate> plan_candidates(const PlanSpec& spec, int max_gpus, i
 /// Runs the search. `progress` draws a bar on stderr. Throws InputError for bad input (before any
 /// simulation).
 PlanOutcome run_plan(const PlanSpec& spec, unsigned jobs, bool progress);
+/// Stages 1 and 2 (prune, estimate) for the candidates of `shard` (i mod N = K - 1); the others
+/// get status "other-shard". run_plan is this with the whole plan, then finish_plan.
+PlanOutcome estimate_plan(const PlanSpec& spec, unsigned jobs, bool progress, const SweepShard& shard);
+/// Stage 3 on an estimated plan (one machine's, or merged shards'): the finalists in full, the
+/// ranking and best.yaml.
+void finish_plan(const PlanSpec& spec, PlanOutcome& outcome, unsigned jobs, bool progress);
+
+/// A shard's DIR/plan-shard.json: the plan's definition, the shard, and its candidates' rows.
+nlohmann::json plan_shard_json(const PlanSpec& spec, const PlanOutcome& outcome, const SweepShard& shard);
+/// `moesim plan merge`: reads the shard folders of one plan (every shard once, the same
+/// definition) and returns the plan they define and its estimated rows, ready for finish_plan.
+/// Throws InputError located at the folder at fault.
+std::pair<PlanSpec, PlanOutcome> merge_plan_shards(const std::vector<std::string>& dirs);
 
 /// plan.csv: one row per candidate, in index order, with its rank.
 std::string plan_csv(const PlanSpec& spec, const PlanOutcome& outcome);

@@ -57,14 +57,6 @@ std::vector<std::string> split_top_level(const std::string& s) {
   return parts;
 }
 
-// 64-bit FNV-1a: a stable fingerprint of the scenario text (std::hash is not stable across builds).
-std::string fnv1a_hex(const std::string& text) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 // Axes by key and expanded values: how a range was spelt does not change the sweep.
 nlohmann::json axes_json(const std::vector<SweepAxis>& axes) {
@@ -215,6 +207,14 @@ std::vector<std::string> point_overrides(const SweepPoint& p) {
   std::vector<std::string> out;
   for (const auto& [k, v] : p.overrides) out.push_back(k + "=" + v);
   return out;
+}
+
+std::string fnv1a_hex(const std::string& text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 nlohmann::json sweep_definition(const SweepSpec& spec, const std::string& file_text, const SweepShard& shard) {

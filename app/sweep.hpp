@@ -103,6 +103,10 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec);
 /// The overrides of `p` as `--set` strings.
 std::vector<std::string> point_overrides(const SweepPoint& p);
 
+/// 64-bit FNV-1a of `text` as 16 hex digits: a stable fingerprint of a scenario file (std::hash
+/// is not stable across builds), so a sweep's or plan's shards can check they read the same one.
+std::string fnv1a_hex(const std::string& text);
+
 /// The definition stored in DIR/sweep.json: the file (absolute) and a hash of its text
 /// `file_text`, the axes with their expanded values, the --set overrides, and "shard": "K/N" when
 /// DIR holds one shard of N > 1 (absent for a whole sweep).

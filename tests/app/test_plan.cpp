@@ -137,6 +137,25 @@ TEST_F(PlanCli, SameFilesWhateverJobsAndBestReruns) {
   EXPECT_NEAR(again, goodput, 0.02 * goodput);
   EXPECT_GE(m["slo_attainment"].get<double>(), 0.9);
   (void)pruned_memory;
+
+  // The same plan in two shards, merged: the files one machine wrote, byte for byte.
+  for (const char* k : {"1/2", "2/2"}) {
+    const auto shard = plan(std::string("shard") + k[0], {"--jobs", "2", "--set", "hardware.gpu.memory_GB=40", "--shard", k});
+    ASSERT_EQ(shard.code, 0) << shard.err;
+  }
+  const auto merged = run_cli_captured({"plan", "merge", (dir / "shard1").string(), (dir / "shard2").string(), "--out",
+                                        (dir / "merged").string(), "--jobs", "2"});
+  ASSERT_EQ(merged.code, 0) << merged.err;
+  for (const char* f : {"plan.csv", "best.yaml", "engines.txt", "plan.txt"})
+    EXPECT_EQ(slurp(dir / "j1" / f), slurp(dir / "merged" / f)) << f;
+  // A shard missing, or given twice, is refused.
+  const auto missing = run_cli_captured({"plan", "merge", (dir / "shard1").string(), "--out", (dir / "m2").string()});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("missing shards: 2/2"), std::string::npos) << missing.err;
+  const auto twice = run_cli_captured({"plan", "merge", (dir / "shard1").string(), (dir / "shard1").string(), "--out",
+                                       (dir / "m3").string()});
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
 }
 
 TEST_F(PlanCli, PrunedCandidatesReallyDoNotFit) {
