@@ -73,7 +73,8 @@ class PlanCommand {
   std::string disaggregation_ = "auto", tbo_ = "false";
   std::vector<std::string> sets_;
   int max_gpus_ = 0;
-  double percentile_ = 90.0, cost_ = 0.0;
+  double percentile_ = 90.0, cost_ = 0.0, span_ = 0.5;
+  int sampling_ = 0;
   std::size_t finalists_ = 10;
   unsigned jobs_ = 0;
   bool quiet_ = false;

@@ -79,6 +79,13 @@ struct PlanBase {
     return o;
   }
 
+  /// --estimate-layer-sampling, or by default one MoE layer in every ceil(moe layers / 8): about
+  /// eight planned per step, whatever the depth.
+  int estimate_sampling() const {
+    if (spec.estimate_layer_sampling > 0) return spec.estimate_layer_sampling;
+    return std::clamp((scenario.model.num_moe_layers() + 7) / 8, 1, 256);
+  }
+
   std::string load_text(double load) const {
     return integer_load ? std::to_string(static_cast<long long>(std::llround(load))) : format_number(load);
   }
@@ -90,10 +97,13 @@ struct PlanBase {
     // count at a high rate arrives in a burst shorter than one request's life, which a large batch
     // absorbs without ever reaching the steady state whose capacity is sought. A floor of 100
     // measured requests keeps low loads' attainment from resting on a handful.
+    // The estimate keeps only --estimate-span of it (the warm-up whole: the window must still
+    // open on a steady state).
     const double scale = load / this->load;
+    const double span = estimate ? spec.estimate_span : 1.0;
     const auto warm = static_cast<std::int64_t>(std::llround(static_cast<double>(warmup) * scale));
     const auto measured = std::max<std::int64_t>(
-        std::min<std::int64_t>(100, requests - warmup), std::llround(static_cast<double>(requests - warmup) * scale));
+        std::min<std::int64_t>(100, requests - warmup), std::llround(static_cast<double>(requests - warmup) * scale * span));
     o.push_back("workload.requests=" + std::to_string(warm + measured));
     o.push_back("workload.warmup_requests=" + std::to_string(warm));
     if (estimate) {
@@ -103,7 +113,7 @@ struct PlanBase {
       const bool amoe = std::any_of(scenario.policies.begin(), scenario.policies.end(),
                                     [](const PolicyEntry& p) { return p.name == "amoe"; });
       if (!c.two_batch_overlap && !(c.scenario && (amoe || scenario.serving.two_batch_overlap)))
-        o.push_back("serving.layer_sampling=" + std::to_string(spec.estimate_layer_sampling));
+        o.push_back("serving.layer_sampling=" + std::to_string(estimate_sampling()));
     }
     return load_scenario_text(text, spec.file, o, dir);
   }

@@ -79,7 +79,8 @@ struct PlanSpec {
   std::size_t finalists = 10;               ///< candidates simulated in full (besides the scenario's)
   int estimate_steps = 2;                   ///< bisection steps of the estimate
   int full_steps = 4;                       ///< bisection steps of the full run
-  int estimate_layer_sampling = 4;          ///< serving.layer_sampling of the estimate
+  int estimate_layer_sampling = 0;          ///< serving.layer_sampling of the estimate (0: ceil(MoE layers / 8))
+  double estimate_span = 0.5;               ///< the estimate's span of arrivals, as a fraction of the scenario's
 };
 
 /// One probe of a candidate: a run at one load.

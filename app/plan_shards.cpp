@@ -39,7 +39,8 @@ json definition(const PlanSpec& s) {
           {"finalists", s.finalists},
           {"estimate_steps", s.estimate_steps},
           {"full_steps", s.full_steps},
-          {"estimate_layer_sampling", s.estimate_layer_sampling}};
+          {"estimate_layer_sampling", s.estimate_layer_sampling},
+          {"estimate_span", s.estimate_span}};
 }
 
 PlanSpec spec_from(const json& d) {
@@ -62,6 +63,7 @@ PlanSpec spec_from(const json& d) {
   s.estimate_steps = d.at("estimate_steps").get<int>();
   s.full_steps = d.at("full_steps").get<int>();
   s.estimate_layer_sampling = d.at("estimate_layer_sampling").get<int>();
+  s.estimate_span = d.at("estimate_span").get<double>();
   return s;
 }
 

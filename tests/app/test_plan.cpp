@@ -180,6 +180,35 @@ TEST_F(PlanCli, PrunedCandidatesReallyDoNotFit) {
   EXPECT_GT(checked, 0) << slurp(dir / "small" / "plan.csv");
 }
 
+TEST_F(PlanCli, FindsTheOnlyTensorParallelSizeThatFits) {
+  // Two 4 GB GPUs: with attention split over both (TP 2) the weights, activations and the longest
+  // request's KV blocks fit; with attention replicated (TP 1) they do not (the validator is the
+  // judge: 3.8 GB fits neither, 4.2 GB both). The scenario's own layout is attention DP over the 2.
+  const std::vector<std::string> sets = {"--set", "hardware.gpus_per_node=2", "--set", "hardware.gpus_per_pcie_switch=2",
+                                         "--set", "hardware.sockets=1", "--set", "hardware.gpu.memory_GB=4.0",
+                                         "--disaggregation", "off", "--gpus-per-instance", "2"};
+  const auto r = plan("tp", sets);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream csv(slurp(dir / "tp" / "plan.csv"));
+  std::string line;
+  std::getline(csv, line);
+  int winners = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    const bool tp1 = f[0] == "0" || f[6] == "1";
+    if (tp1) {
+      EXPECT_EQ(f[3], "pruned-memory") << line;
+    }
+    if (f[1] == "1") {
+      ++winners;
+      EXPECT_EQ(f[6], "2") << line;
+    }
+  }
+  EXPECT_EQ(winners, 1) << slurp(dir / "tp" / "plan.csv");
+}
+
 TEST_F(PlanCli, NoDeploymentMeetingTheSloExitsZeroWithTheClosest) {
   const auto r = plan("none", {"--slo", "ttft_ms=0.001,tpot_ms=0.001", "--gpus-per-instance", "2", "--disaggregation", "off"});
   ASSERT_EQ(r.code, 0) << r.err;
