@@ -53,12 +53,14 @@ build: configure
 # Benchmarks: engine events/s and simulated MoE layers/s, then the scale table (DeepSeek-V3 on
 # 16 ... 1,024 GPUs, both network backends; SCALE_ARGS=--large adds the flow model at 128/256 GPUs),
 # then serving speed against its targets and the serving scale table (SERVING_ARGS: --budget S
-# per case, default 300; --only targets|scale).
+# per case, default 300; --only targets|scale), then `moesim plan` on its two cases (PLAN_ARGS: --only
+# mixtral|deepseek, --budget S).
 # Figures recorded in the README.
 bench: build
 	MOESIM_SOURCE_ROOT=$(CURDIR) ./$(BUILD)/tests/bench_engine
 	python3 tests/bench/scale_table.py --moesim ./$(BUILD)/moesim $(SCALE_ARGS)
 	python3 tests/bench/serving_speed.py --moesim ./$(BUILD)/moesim $(SERVING_ARGS)
+	python3 tests/bench/plan_speed.py --moesim ./$(BUILD)/moesim $(PLAN_ARGS)
 
 # Paper reproductions: every scenario under scenarios/papers/ over its paper's grid (tables in
 # results/papers/summary.md) and the claims table computed from those runs (results/papers/claims.md,
