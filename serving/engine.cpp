@@ -392,7 +392,8 @@ void ServingEngine::produced_token(int pool, Request& r) {
 }
 
 // Prefilled requests move, oldest first, to the decode GPU with the fewest requests among those
-// with room for their KV cache; the blocks are reserved before the transfer starts.
+// that take them (room for their KV cache, and no preempted request waiting there first); the
+// blocks are reserved before the transfer starts.
 void ServingEngine::try_transfers() {
   while (!awaiting_transfer_.empty()) {
     Request& r = *awaiting_transfer_.front();
@@ -402,12 +403,12 @@ void ServingEngine::try_transfers() {
       const PoolState& d = *state_[static_cast<std::size_t>(i)];
       for (int g = 0; g < static_cast<int>(d.ranks.size()); ++g) {
         const RankScheduler& rank = d.ranks[static_cast<std::size_t>(g)];
-        if (!rank.cache().can_grow(r.spec.id, r.computed + 1)) continue;
+        if (!rank.takes_handover(r)) continue;
         if (best < 0 || rank.outstanding() < state_[static_cast<std::size_t>(best_pool)]->ranks[static_cast<std::size_t>(best)].outstanding())
           best_pool = i, best = g;
       }
     }
-    if (best < 0) return;  // retried when a decode request finishes
+    if (best < 0) return;  // retried after the next step (a decode finished or readmitted)
     awaiting_transfer_.erase(awaiting_transfer_.begin());
     state_[static_cast<std::size_t>(best_pool)]->ranks[static_cast<std::size_t>(best)].cache().grow(r.spec.id, r.computed);
     hand_over_to(r, best_pool, best);

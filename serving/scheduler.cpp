@@ -93,7 +93,14 @@ void RankScheduler::admit_waiting(RankStep& step, std::int64_t& budget, Tick now
     const std::int64_t hold = config_.admission == Admission::kReserveFull
                                   ? std::max(r->computed + n, r->spec.prompt_tokens + r->spec.output_tokens)
                                   : r->computed + n;
-    if (n <= 0 || !cache_.grow(r->spec.id, hold)) break;
+    if (n <= 0) break;
+    if (!cache_.grow(r->spec.id, hold)) {
+      // Nothing running here means no step will free a block; if requests queued behind hold
+      // blocks (decodes handed over with their KV), the queue would wait for ever, so the newest
+      // of them is preempted as vLLM preempts the newest request holding blocks.
+      if (running_.empty() && preempt_waiting_holder(step, r)) continue;
+      break;
+    }
     if (swapped) step.swap_in_tokens += r->computed;
     waiting_.pop_front();
     r->state = RequestState::kRunning;
@@ -114,23 +121,50 @@ Request* RankScheduler::preempt_newest(RankStep& step, const Request* self) {
                                       [&](const ScheduledChunk& c) { return c.request == victim; }))
       return nullptr;  // everything newer is already in this step: nothing left to take
     running_.erase(std::next(it).base());
-    ++victim->preemptions;
-    ++step.preemptions;
-    // Swap keeps a decoding request's KV in host memory; a request still prefilling is recomputed
-    // (vLLM swaps only sequences past their prompt).
-    if (config_.preemption == Preemption::kSwap && !victim->prefilling() && victim->computed > 0) {
-      step.swap_out_tokens += victim->computed;
-      victim->state = RequestState::kSwapped;
-    } else {
-      victim->computed = 0;
-      victim->prefill_target = victim->spec.prompt_tokens + victim->generated;
-      victim->state = RequestState::kWaiting;
-    }
-    cache_.release(victim->spec.id);
+    preempt(step, victim);
     waiting_.push_front(victim);
     return victim;
   }
   return nullptr;
+}
+
+void RankScheduler::preempt(RankStep& step, Request* victim) {
+  ++victim->preemptions;
+  ++step.preemptions;
+  // Swap keeps a decoding request's KV in host memory; a request still prefilling is recomputed
+  // (vLLM swaps only sequences past their prompt). Recomputed, a decode handed over by a prefill
+  // pool is prefilled again here, prompt and output so far: the prefill GPU no longer has its KV.
+  if (config_.preemption == Preemption::kSwap && !victim->prefilling() && victim->computed > 0) {
+    step.swap_out_tokens += victim->computed;
+    victim->state = RequestState::kSwapped;
+  } else {
+    victim->computed = 0;
+    victim->prefill_target = victim->spec.prompt_tokens + victim->generated;
+    victim->state = RequestState::kWaiting;
+  }
+  cache_.release(victim->spec.id);
+}
+
+bool RankScheduler::preempt_waiting_holder(RankStep& step, const Request* head) {
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
+    Request* victim = *it;
+    if (victim == head || cache_.held_blocks(victim->spec.id) == 0) continue;
+    preempt(step, victim);  // keeps its place in the queue
+    return true;
+  }
+  return false;
+}
+
+// A decode rank of a disaggregated deployment takes a prefilled request's KV in queue order:
+// vLLM puts a preempted request back at the front of the waiting queue, and its decode instance
+// allocates blocks for an incoming KV cache only when the scheduler reaches that request in the
+// queue, behind it. So while a preempted request (the only kind that waits here holding no
+// blocks) is at the front, blocks that free up are its own: reserving them for new hand-overs
+// would starve it, and once the rank's running requests were done the hand-overs queued behind it
+// would hold every block, it could never be readmitted and the run would stall.
+bool RankScheduler::takes_handover(const Request& r) const {
+  if (!waiting_.empty() && cache_.held_blocks(waiting_.front()->spec.id) == 0) return false;
+  return cache_.can_grow(r.spec.id, r.computed + 1);
 }
 
 // A decode step verifies the sequence's drafts: never more than the request still has to

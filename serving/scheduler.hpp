@@ -50,6 +50,10 @@ class RankScheduler {
   std::vector<Request*> complete(const RankStep& step, const AcceptDrafts& accept = {});
   /// Removes a finished (or handed-over) request and frees its blocks.
   void retire(Request* r);
+  /// Whether this rank may reserve the KV blocks of `r`, prefilled in a prefill pool, before its
+  /// transfer starts: room for its KV and its first decode token, and no preempted request
+  /// waiting at the front of the queue for blocks to free up.
+  bool takes_handover(const Request& r) const;
 
   /// Requests this rank holds (waiting, swapped or running).
   std::size_t outstanding() const { return waiting_.size() + running_.size(); }
@@ -64,6 +68,11 @@ class RankScheduler {
   /// Frees blocks by preempting the newest running request (other than those in `keep`).
   /// Returns the victim, or nullptr when none could be preempted.
   Request* preempt_newest(RankStep& step, const Request* self);
+  /// Frees `victim`'s blocks: swapped out, or dropped to be prefilled again (the caller queues it).
+  void preempt(RankStep& step, Request* victim);
+  /// With nothing running, frees blocks for the waiting `head` by preempting the newest other
+  /// waiting request that holds blocks (a decode handed over with its KV). False when none does.
+  bool preempt_waiting_holder(RankStep& step, const Request* head);
   /// `prefills_only`: only running requests still prefilling (a prefill-first step).
   void schedule_running(RankStep& step, std::int64_t& budget, bool prefills_only = false);
   void admit_waiting(RankStep& step, std::int64_t& budget, Tick now);

@@ -1,6 +1,7 @@
 // The continuous-batching scheduler and the paged KV cache: admission under the token budget,
 // the sequence limit and the free blocks; chunked prefill; decode after prefill; preemption of
-// the newest request (recompute and swap). Closed forms on hand-sized cases.
+// the newest request (recompute and swap); a disaggregated decode rank's hand-overs behind its
+// preempted requests. Closed forms on hand-sized cases.
 #include <gtest/gtest.h>
 
 #include "serving/scheduler.hpp"
@@ -149,6 +150,70 @@ TEST(RankScheduler, RunningRequestsComeBeforeAdmissions) {
   EXPECT_EQ(st.chunks[0].request, &a);  // the decode first
   EXPECT_EQ(st.chunks[1].new_tokens, 9);  // then b's first chunk fills the budget
   EXPECT_EQ(st.new_tokens(), 10);
+}
+
+// A decode rank of a disaggregated deployment: a request it preempted waits at the front of its
+// queue for blocks, and a prefilled request's KV may not take them first (vLLM allocates an
+// incoming KV cache only when its scheduler reaches that request, behind the preempted one).
+TEST(RankScheduler, APreemptedRequestComesBeforeNewHandovers) {
+  RankScheduler s(config(1000), PagedKvCache(4, 16));
+  Request a = make_request(0, 32, 10), b = make_request(1, 32, 10);
+  s.enqueue(&a);
+  s.enqueue(&b);
+  s.complete(s.schedule(0));
+  s.complete(s.schedule(1));  // b preempted; a holds 33 tokens in 3 blocks
+  ASSERT_EQ(b.state, RequestState::kWaiting);
+  ASSERT_EQ(s.cache().free_blocks(), 1);
+  Request h = make_request(2, 10, 5);  // prefilled elsewhere: 10 tokens of KV, its first token out
+  h.computed = 10;
+  h.generated = 1;
+  EXPECT_FALSE(s.takes_handover(h)) << "the free block waits for b";
+  s.retire(&a);
+  const RankStep st = s.schedule(2);
+  ASSERT_EQ(st.chunks.size(), 1u);
+  EXPECT_EQ(st.chunks[0].request, &b);  // b prefilled again: 33 tokens in 3 blocks
+  EXPECT_TRUE(s.takes_handover(h));      // the last block may take new KV now
+}
+
+// A decode handed over with its KV waits holding blocks. When the rank's only running request is
+// preempted and needs more blocks to come back than the waiting decode leaves, no step would free
+// any: the waiting decode is preempted instead (recomputed later) and both finish.
+TEST(RankScheduler, WithNothingRunningAWaitingHandoverIsPreemptedForTheFront) {
+  RankScheduler s(config(1000), PagedKvCache(35, 16));
+  Request p = make_request(0, 32, 40);
+  s.enqueue(&p);
+  s.complete(s.schedule(0));  // p: 32 tokens in 2 blocks
+  Request h = make_request(1, 512, 10);
+  h.computed = 512;
+  h.generated = 1;
+  h.state = RequestState::kTransferring;
+  ASSERT_TRUE(s.takes_handover(h));  // 33 blocks free: its 32 and its first decode's
+  ASSERT_TRUE(s.cache().grow(1, 512));
+  s.enqueue(&h);
+  // p's decodes take the last free block, so h waits for its 33rd; at 48 tokens p needs a fourth
+  // block, preempts itself, and needs 4 blocks (49 tokens) to be prefilled again with 3 free.
+  RankStep st;
+  Tick t = 1;
+  for (; t < 100 && st.preemptions == 0; ++t) {
+    st = s.schedule(t);
+    s.complete(st);
+  }
+  EXPECT_EQ(st.preemptions, 2);
+  ASSERT_EQ(st.chunks.size(), 1u);
+  EXPECT_EQ(st.chunks[0].request, &p);
+  EXPECT_EQ(st.chunks[0].new_tokens, 49);
+  EXPECT_EQ(h.state, RequestState::kWaiting);
+  EXPECT_EQ(h.computed, 0);
+  EXPECT_EQ(h.prefill_target, 513);  // its prompt and its first token, recomputed here
+  EXPECT_EQ(h.preemptions, 1);
+  for (; t < 1000 && s.has_work(); ++t) {
+    st = s.schedule(t);
+    ASSERT_FALSE(st.chunks.empty()) << "step " << t << ": nothing runs";
+    for (Request* r : s.complete(st))
+      if (r->done()) s.retire(r);
+  }
+  EXPECT_TRUE(p.done());
+  EXPECT_TRUE(h.done());
 }
 
 }  // namespace moesim

@@ -1,7 +1,8 @@
 // Laws of the serving engine, checked on small runs: a lone request's latencies equal its steps
 // timed on their own; token and expert-selection conservation; Little's law; throughput that
 // follows the offered load below capacity and saturates above it; the KV cache's size against
-// preemptions; disaggregated hand-over of the KV cache; swap preemption.
+// preemptions; disaggregated hand-over of the KV cache, and decode preemptions under KV pressure;
+// swap preemption.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -499,6 +500,41 @@ TEST(ServingLaws, DisaggregatedRequestsDecodeAfterTheirKvMoves) {
     if (row.at("output_tokens") == "1") continue;
     EXPECT_GE(std::stoi(row.at("gpu")), 4);
     EXPECT_EQ(row.at("pool"), "1");
+  }
+}
+
+// Decode GPUs short of KV blocks preempt; a preempted request waits at the front of its queue and
+// is prefilled again on its decode GPU (its KV left the prefill GPU), before any new hand-over
+// takes the blocks it waits for. Hand-overs used to take them, and once a decode GPU's running
+// requests were done the hand-overs queued behind the preempted request held every block: the
+// run ended with "serving stalled: N requests never finished".
+TEST(ServingLaws, DisaggregatedDecodePreemptionsUnderKvPressureEveryRequestFinishes) {
+  const Scenario s = load_scenario_text(
+      scenario_text("{kind: serving, requests: 100, arrival: {process: poisson, rate_per_s: 400}, "
+                    "prompt_tokens: {dist: uniform, min: 256, max: 1024}, output_tokens: {dist: uniform, min: 64, max: 256}}",
+                    "{max_num_seqs: 64, max_batched_tokens: 1024, kv_cache_free_memory_fraction: 0.001}",
+                    "deployment: {prefill_gpus: 4, decode_gpus: 4}\n"),
+      "disagg-kv-pressure.yaml");
+  Rig rig(s);
+  ASSERT_EQ(rig.pools.size(), 2u);
+  ServingEngine engine(rig.setup(), rig.pools, generate_requests(s.serving_workload, s.seed));
+  std::int64_t decode_preemptions = 0, decode_prefill_tokens = 0;
+  engine.on_step([&](const StepRecord& st) {
+    if (st.pool != 1) return;
+    decode_preemptions += st.preemptions;
+    decode_prefill_tokens += st.prefill_tokens;
+  });
+  ASSERT_NO_THROW(engine.run());
+  std::printf("decode pool: %lld preemptions, %lld tokens prefilled again\n", static_cast<long long>(decode_preemptions),
+              static_cast<long long>(decode_prefill_tokens));
+  EXPECT_GT(engine.preemptions(), 0);
+  EXPECT_GT(decode_preemptions, 0);
+  EXPECT_GT(decode_prefill_tokens, 0);
+  ASSERT_EQ(engine.requests().size(), 100u);
+  for (const Request& r : engine.requests()) {
+    ASSERT_EQ(r.state, RequestState::kFinished) << "request " << r.spec.id;
+    EXPECT_EQ(r.generated, r.spec.output_tokens) << "request " << r.spec.id;
+    EXPECT_EQ(static_cast<std::int64_t>(r.itl_ms.size()), r.spec.output_tokens - 1) << "request " << r.spec.id;
   }
 }
 
