@@ -104,7 +104,8 @@ std::string engine_commands(const PlanCandidate& c, const std::string& model, in
                             const std::string& load_key) {
   std::ostringstream os;
   os << "# moesim plan's best deployment: " << c.label() << "\n# one instance of " << c.gpus << " GPUs, capacity "
-     << load_key << " = " << format_number(load) << " at the SLO\n";
+     << load_key << " = " << format_number(load) << " at the SLO\n# '" << model
+     << "' is moesim's model name: give the engines your checkpoint's path or Hugging Face id\n";
   std::vector<Pool> pools;
   if (c.disaggregated)
     pools = {{"prefill", c.prefill}, {"decode", c.decode}};
