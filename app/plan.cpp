@@ -112,7 +112,7 @@ struct PlanBase {
       // not independent); those estimates plan every layer.
       const bool amoe = std::any_of(scenario.policies.begin(), scenario.policies.end(),
                                     [](const PolicyEntry& p) { return p.name == "amoe"; });
-      if (!c.two_batch_overlap && !(c.scenario && (amoe || scenario.serving.two_batch_overlap)))
+      if (!c.two_batch_overlap && c.policy != "amoe" && !(c.scenario && (amoe || scenario.serving.two_batch_overlap)))
         o.push_back("serving.layer_sampling=" + std::to_string(estimate_sampling()));
     }
     return load_scenario_text(text, spec.file, o, dir);
