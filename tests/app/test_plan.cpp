@@ -97,7 +97,7 @@ class PlanCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir); }
   testing_support::CliResult plan(const std::string& out, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"plan", scenario, "--max-gpus", "4", "--finalists", "3", "-q", "--out", (dir / out).string()};
+    std::vector<std::string> args = {"plan", scenario, "--max-gpus", "2", "--finalists", "2", "-q", "--out", (dir / out).string()};
     args.insert(args.end(), extra.begin(), extra.end());
     return run_cli_captured(args);
   }
@@ -159,9 +159,9 @@ TEST_F(PlanCli, SameFilesWhateverJobsAndBestReruns) {
 }
 
 TEST_F(PlanCli, PrunedCandidatesReallyDoNotFit) {
-  // 10 GB GPUs: Mixtral's two layers (~3 GB of experts, the 0.5 GB embeddings and head) fit on
-  // 1 GPU only without the KV cache the longest request needs... the validator is the judge.
-  const auto r = plan("small", {"--set", "hardware.gpu.memory_GB=3.2", "--disaggregation", "off"});
+  // 4.2 GB GPUs: two of them hold Mixtral's two layers with the KV cache the longest request needs,
+  // one does not. Every one-GPU candidate must be pruned, and the validator must agree.
+  const auto r = plan("small", {"--set", "hardware.gpu.memory_GB=4.2", "--disaggregation", "off"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::istringstream csv(slurp(dir / "small" / "plan.csv"));
   std::string line;
@@ -170,7 +170,7 @@ TEST_F(PlanCli, PrunedCandidatesReallyDoNotFit) {
   while (std::getline(csv, line)) {
     if (line.find(",pruned-memory,") == std::string::npos || line.find(",1 GPU ") == std::string::npos) continue;
     // The one-GPU layout, validated by hand with the overrides the plan gives it.
-    const auto v = run_cli_captured({"validate", scenario, "--set", "hardware.gpu.memory_GB=3.2", "--set",
+    const auto v = run_cli_captured({"validate", scenario, "--set", "hardware.gpu.memory_GB=4.2", "--set",
                                      "hardware.gpus_per_node=1", "--set", "hardware.gpus_per_pcie_switch=1", "--set",
                                      "hardware.sockets=1"});
     EXPECT_EQ(v.code, 2) << v.out;
@@ -229,7 +229,7 @@ TEST_F(PlanCli, BadInputExits2Located) {
       {{"--percentile", "0"}, "--percentile 0: error"},
       {{"--policies", "eplbb"}, "did you mean 'eplb'"},
       {{"--max-num-seqs", "0"}, "--max-num-seqs 0: error"},
-      {{"--set", "hardware.gpu.memory_GB=0.5"}, "--max-gpus 4: error: no deployment of at most 4 GPUs holds"},
+      {{"--set", "hardware.gpu.memory_GB=0.5"}, "--max-gpus 2: error: no deployment of at most 2 GPUs holds"},
   };
   for (const Case& c : cases) {
     const auto r = plan("bad", c.args);
