@@ -309,6 +309,27 @@ void guarded(PlanRow& row, const std::function<void()>& f) {
 
 int budget(const PlanSpec& spec, const Scenario& s) { return spec.max_gpus > 0 ? spec.max_gpus : s.hardware.num_gpus(); }
 
+// Searches the capacity of rows `which` in parallel, each from start(row): the estimate, or the
+// full runs (which start afresh from the estimate's capacity).
+void search_rows(const PlanBase& base, const PlanSpec& spec, PlanOutcome& out, const std::vector<std::size_t>& which,
+                 bool estimate, unsigned jobs, bool progress, const std::function<double(const PlanRow&)>& start) {
+  ProgressBar bar(estimate ? "plan: estimate" : "plan: full runs", "candidates", which.size(), 0, progress);
+  parallel_for(which.size(), jobs, [&](std::size_t k) {
+    PlanRow& row = out.rows[which[k]];
+    const double from = start(row);
+    row.best.reset();
+    row.closest.reset();
+    row.probes = 0;
+    guarded(row, [&] {
+      search_load(base, row, from, estimate, estimate ? spec.estimate_steps : spec.full_steps, out.attainment);
+      row.status = estimate ? "estimated" : "ran";
+      row.score = score(spec, row, row.candidate.gpus);
+    });
+    bar.advance();
+  });
+  bar.finish();
+}
+
 }  // namespace
 
 PlanOutcome estimate_plan(const PlanSpec& spec, unsigned jobs, bool progress, const SweepShard& shard) {
@@ -357,18 +378,9 @@ PlanOutcome estimate_plan(const PlanSpec& spec, unsigned jobs, bool progress, co
   for (std::size_t i : mine)
     if (out.rows[i].status == "feasible") feasible.push_back(i);
   const double per_gpu = base.load / std::max(1, s.hardware.num_gpus());
-  ProgressBar bar("plan: estimate", "candidates", feasible.size(), 0, progress);
-  parallel_for(feasible.size(), jobs, [&](std::size_t k) {
-    PlanRow& row = out.rows[feasible[k]];
-    const double start = row.candidate.scenario ? base.load : per_gpu * row.candidate.gpus;
-    guarded(row, [&] {
-      search_load(base, row, start, true, spec.estimate_steps, out.attainment);
-      row.status = "estimated";
-      row.score = score(spec, row, row.candidate.gpus);
-    });
-    bar.advance();
+  search_rows(base, spec, out, feasible, true, jobs, progress, [&](const PlanRow& row) {
+    return row.candidate.scenario ? base.load : per_gpu * row.candidate.gpus;
   });
-  bar.finish();
   return out;
 }
 
@@ -385,21 +397,9 @@ void finish_plan(const PlanSpec& spec, PlanOutcome& out, unsigned jobs, bool pro
   for (std::size_t i : order)
     if (std::find(finals.begin(), finals.end(), i) == finals.end()) out.rows[i].reason = "not a finalist by the estimate";
   if (out.rows[0].status == "estimated") finals.insert(finals.begin(), 0);
-  ProgressBar bar("plan: full runs", "candidates", finals.size(), 0, progress);
-  parallel_for(finals.size(), jobs, [&](std::size_t k) {
-    PlanRow& row = out.rows[finals[k]];
-    const double start = row.best ? row.best->load : (row.closest ? row.closest->load : base.load);
-    row.best.reset();
-    row.closest.reset();
-    row.probes = 0;
-    guarded(row, [&] {
-      search_load(base, row, start, false, spec.full_steps, out.attainment);
-      row.status = "ran";
-      row.score = score(spec, row, row.candidate.gpus);
-    });
-    bar.advance();
+  search_rows(base, spec, out, finals, false, jobs, progress, [&](const PlanRow& row) {
+    return row.best ? row.best->load : (row.closest ? row.closest->load : base.load);
   });
-  bar.finish();
   out.ranking.clear();
   for (std::size_t i : finals)
     if (out.rows[i].status == "ran" && out.rows[i].score) out.ranking.push_back(i);
