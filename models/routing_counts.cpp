@@ -3,6 +3,7 @@
 // systematic_sample's token draws.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <stdexcept>
 
@@ -20,13 +21,51 @@ double normal01(Rng& rng) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+/// q^n by repeated squaring. Squaring doubles a relative error, so the result is within about
+/// 2n·2^-53 of the exact power: 2^-36 for the n < 2^16 binomial_inversion uses it for.
+double power_bound(double q, std::int64_t n) {
+  double result = 1.0;
+  double base = q;
+  for (auto e = static_cast<std::uint64_t>(n); e > 0; e >>= 1) {
+    if (e & 1U) result *= base;
+    base *= base;
+  }
+  return result;
+}
+
 /// Exact Binomial(n, p) by inversion of the CDF, p <= 0.5; O(n·p) expected.
 std::int64_t binomial_inversion(std::int64_t n, double p, Rng& rng) {
   const double q = 1.0 - p;
+  const double u = rng.uniform01();
+  // Most draws of count_sample's chains are 0 (u <= q^n), and few go past a handful of terms.
+  // For n < 2^16 two cheaper paths decide the draw when u is clear of their error; otherwise it
+  // goes on exactly as before, so the result is the one std::pow's path gives, bit for bit.
   const double ratio = p / q;
+  if (n < (std::int64_t{1} << 16)) {
+    // Bernoulli's inequality, q^n >= 1 - n(1 - q), with 1 - q within 2^-53 of p: the margin
+    // covers n times that and the rounding of the bound.
+    if (u < 1.0 - static_cast<double>(n) * p - 1e-9) return 0;
+    // The inversion below from the bound instead of std::pow: each term and partial sum is then
+    // within a relative 2^-35 of the exact path's (2^-36 from the start, 2^-52 per operation over
+    // fewer than 1,000 terms), so a comparison clear of a 2^-30 margin goes the same way on both.
+    // Any comparison too close to call, or a term near underflow, sends the draw the exact way.
+    constexpr double kMargin = 0x1.0p-30;
+    double prob = power_bound(q, n);
+    double cdf = prob;
+    std::int64_t k = 0;
+    bool clear = prob > 1e-290;
+    while (clear && k < n) {
+      if (std::abs(u - cdf) <= cdf * kMargin) clear = false;
+      if (!(u > cdf)) break;
+      prob *= ratio * static_cast<double>(n - k) / static_cast<double>(k + 1);
+      cdf += prob;
+      ++k;
+      if (prob <= 1e-290 || k >= 1000) clear = false;
+    }
+    if (clear) return k;
+  }
   double prob = std::pow(q, static_cast<double>(n));
   double cdf = prob;
-  const double u = rng.uniform01();
   std::int64_t k = 0;
   while (u > cdf && k < n) {
     prob *= ratio * static_cast<double>(n - k) / static_cast<double>(k + 1);
@@ -37,42 +76,35 @@ std::int64_t binomial_inversion(std::int64_t n, double p, Rng& rng) {
   return k;
 }
 
-/// Sorts `v` (ascending), which is a few ascending runs: the fractional parts of a non-decreasing
-/// cumulative sum rise between the integers it crosses, so the cuts of count_sample are at most
-/// top_k + 2 runs. Merging them gives the same sequence as a full sort (equal values are equal
-/// doubles), in O(n log runs). `runs` and `buf` are scratch.
-void sort_runs(std::vector<double>& v, std::vector<std::size_t>& runs, std::vector<double>& buf) {
-  runs.assign(1, 0);
-  for (std::size_t i = 1; i < v.size(); ++i)
-    if (v[i] < v[i - 1]) runs.push_back(i);
-  if (runs.size() > 32) {  // not the expected shape: no gain from merging
-    std::sort(v.begin(), v.end());
-    return;
+/// Sorts `v` (ascending), whose values lie in [0, 1]: count_sample's segment cuts. A bucket pass
+/// (the value times four times the size picks one of that many buckets, filled stably in one scatter)
+/// leaves each value in its bucket's range, so the insertion pass that follows moves each value
+/// only past the few of its own bucket. O(n) for the near-uniform fractional parts the cuts are,
+/// against the O(n log runs) of merging their top_k + 2 ascending runs, whose comparisons went
+/// either way at random and stalled on each other. The result is the one std::sort gives (equal
+/// values are equal doubles). `bucket`, `count` and `buf` are scratch.
+void sort_unit_interval(std::vector<double>& v, std::vector<std::uint32_t>& bucket, std::vector<std::uint32_t>& count,
+                        std::vector<double>& buf) {
+  const std::size_t n = v.size();
+  const std::size_t buckets = 4 * n;  // few values share one, so the insertion pass rarely moves any
+  bucket.resize(n);
+  count.assign(buckets + 1, 0);
+  const double scale = static_cast<double>(buckets);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double b = std::clamp(v[i] * scale, 0.0, scale - 1.0);
+    bucket[i] = static_cast<std::uint32_t>(b);
+    ++count[bucket[i] + 1];
   }
-  runs.push_back(v.size());
-  buf.resize(v.size());
-  // Pairwise passes, ping-ponging between v and buf.
-  std::vector<double>* from = &v;
-  std::vector<double>* to = &buf;
-  while (runs.size() > 2) {
-    std::size_t w = 0;
-    std::size_t k = 0;
-    for (; k + 2 < runs.size(); k += 2) {
-      std::merge(from->begin() + static_cast<std::ptrdiff_t>(runs[k]), from->begin() + static_cast<std::ptrdiff_t>(runs[k + 1]),
-                 from->begin() + static_cast<std::ptrdiff_t>(runs[k + 1]), from->begin() + static_cast<std::ptrdiff_t>(runs[k + 2]),
-                 to->begin() + static_cast<std::ptrdiff_t>(runs[k]));
-      runs[w++] = runs[k];
-    }
-    if (k + 1 < runs.size()) {  // an odd run out: copied over as it is
-      std::copy(from->begin() + static_cast<std::ptrdiff_t>(runs[k]), from->begin() + static_cast<std::ptrdiff_t>(runs[k + 1]),
-                to->begin() + static_cast<std::ptrdiff_t>(runs[k]));
-      runs[w++] = runs[k];
-    }
-    runs[w++] = runs.back();
-    runs.resize(w);
-    std::swap(from, to);
+  for (std::size_t b = 1; b <= buckets; ++b) count[b] += count[b - 1];
+  buf.resize(n);
+  for (std::size_t i = 0; i < n; ++i) buf[count[bucket[i]]++] = v[i];
+  for (std::size_t i = 1; i < n; ++i) {
+    const double x = buf[i];
+    std::size_t j = i;
+    for (; j > 0 && x < buf[j - 1]; --j) buf[j] = buf[j - 1];
+    buf[j] = x;
   }
-  if (from != &v) v.swap(buf);
+  v.swap(buf);
 }
 
 }  // namespace
@@ -101,8 +133,9 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
 
   // Scratch reused across calls (a serving run samples every layer of every step).
   thread_local std::vector<std::int32_t> order;
-  thread_local std::vector<double> cum, cuts, merged;
-  thread_local std::vector<std::size_t> above, runs;
+  thread_local std::vector<double> cum, cuts, sorted;
+  thread_local std::vector<std::size_t> above;
+  thread_local std::vector<std::uint32_t> bucket, bucket_count;
   order.resize(static_cast<std::size_t>(n));
   cum.assign(static_cast<std::size_t>(n) + 1, 0.0);
   for (std::size_t g = 0; g < tokens.size(); ++g) {
@@ -122,7 +155,7 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
       if (f > 0.0 && f < 1.0) cuts.push_back(f);
     }
     cuts.push_back(1.0);
-    sort_runs(cuts, runs, merged);
+    sort_unit_interval(cuts, bucket, bucket_count, sorted);
     // Tokens per segment: a multinomial drawn as a chain of binomials.
     std::int64_t left = tokens[g];
     double mass_left = 1.0;

@@ -1,10 +1,12 @@
 // Benchmarks (not timed tests): bare event-queue throughput, the main loop against a bare binary
 // heap, simulated MoE layers per second for Switch-Base-128 on a DGX-1 under static-ep, and
-// request-level serving of Mixtral-8x7B on a DGX H100 against real time. Run with `make bench`;
+// request-level serving of Mixtral-8x7B on a DGX H100 against real time, and count-level routing
+// draws of a DeepSeek-V3 layer. Run with `make bench`;
 // figures in README.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <cstdlib>
 #include <functional>
@@ -14,6 +16,7 @@
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "hardware/cost_model.hpp"
+#include "models/routing.hpp"
 #include "serving/batch_planner.hpp"
 #include "sim/plan_executor.hpp"
 #include "core/rng.hpp"
@@ -210,6 +213,23 @@ void BM_FlowNetworkAllToAll(benchmark::State& state) {
   state.counters["reallocations"] = static_cast<double>(reallocations);
 }
 BENCHMARK(BM_FlowNetworkAllToAll)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
+
+// Count-level routing of one DeepSeek-V3 MoE layer in a decode step (256 experts, top-8, Zipf
+// s = 0.6 shares) from Arg GPUs of 64 tokens each: the routing draw every step pays per layer.
+void BM_CountSampleDeepSeekDecode(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  std::vector<double> shares(256);
+  for (std::size_t e = 0; e < shares.size(); ++e) shares[e] = 1.0 / std::pow(static_cast<double>(e + 1), 0.6);
+  const std::vector<double> pi = inclusion_probabilities(shares, 8);
+  const std::vector<std::int64_t> tokens(static_cast<std::size_t>(gpus), 64);
+  Rng rng(11);
+  for (auto _ : state) {
+    LayerRouting r = count_sample(pi, 8, tokens, rng);
+    benchmark::DoNotOptimize(r.counts.data());
+  }
+  state.counters["sources/s"] = benchmark::Counter(static_cast<double>(gpus), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CountSampleDeepSeekDecode)->Arg(8)->Arg(64);
 
 }  // namespace
 }  // namespace moesim

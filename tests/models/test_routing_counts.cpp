@@ -1,8 +1,9 @@
 // Count-level routing against token draws: the same per-expert marginals (Binomial(n, π_e)),
 // each source's selections summing to tokens × k, no expert above the token count; and the
-// binomial sampler's moments.
+// binomial sampler's moments, and its shortcuts drawing what the plain inversion draws.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -27,6 +28,42 @@ TEST(BinomialDraw, MomentsMatchInBothRegimes) {
     EXPECT_NEAR(mean, m, 5.0 * std::sqrt(v / draws)) << n << " " << p;
     EXPECT_NEAR(var / v, 1.0, 0.06) << n << " " << p;
   }
+}
+
+// The inversion as it was before its shortcuts: std::pow for P(0), then the CDF term by term.
+// binomial_draw must give the same draw from the same generator state for every (n, p): its
+// Bernoulli bound and repeated-squaring path only decide draws that are clear of their error.
+std::int64_t reference_inversion(std::int64_t n, double p, Rng& rng) {
+  const double q = 1.0 - p;
+  const double ratio = p / q;
+  double prob = std::pow(q, static_cast<double>(n));
+  double cdf = prob;
+  const double u = rng.uniform01();
+  std::int64_t k = 0;
+  while (u > cdf && k < n) {
+    prob *= ratio * static_cast<double>(n - k) / static_cast<double>(k + 1);
+    cdf += prob;
+    ++k;
+    if (prob <= 0.0 && cdf < u) break;
+  }
+  return k;
+}
+
+TEST(BinomialDraw, SmallMeansDrawExactlyWhatTheReferenceInversionDraws) {
+  Rng params(17);
+  std::int64_t draws = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    // n from 1 to 100,000 (past the 2^16 the shortcuts take), p up to 0.5 with n·p < 20.
+    const auto n = static_cast<std::int64_t>(1 + params.below(trial % 3 == 0 ? 100000 : 300));
+    const double p = std::min(0.5, params.uniform01() * 19.9 / static_cast<double>(n));
+    if (p <= 0.0) continue;
+    const std::uint64_t seed = params.next();
+    Rng a(seed), b(seed);
+    ASSERT_EQ(binomial_draw(n, p, a), reference_inversion(n, p, b)) << "n " << n << " p " << p;
+    ASSERT_EQ(a.next(), b.next());  // the same draws consumed
+    ++draws;
+  }
+  EXPECT_GT(draws, 190000);
 }
 
 TEST(CountSample, SourcesSumToTokensTimesKAndNoExpertExceedsTheTokens) {
