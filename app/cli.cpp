@@ -211,8 +211,10 @@ int run_cli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help: printed, a success
+    // Flag errors read as every other error does.
+    std::cerr << "moesim: error: " << e.what() << "\nRun with --help for the options.\n";
+    return 2;
   }
   try {
     if (run->parsed()) return cmd_run(file, sets, out, quiet, run_jobs);

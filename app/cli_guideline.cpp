@@ -187,7 +187,7 @@ GuidelineCommand::GuidelineCommand(CLI::App& app) {
   cmd_->add_option("--batches", batches_, "batches per run")->check(CLI::PositiveNumber)->capture_default_str();
   cmd_->add_option("--warmup-batches", warmup_batches_, "first batches left out of the latencies")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd_->add_option("--seed", seed_, "scenario seed")->capture_default_str();
+  cmd_->add_option("--seed", seed_, "scenario seed")->check(CLI::Range(0.0, 9007199254740991.0))->capture_default_str();
   cmd_->add_option("--set", sets_, "override a scenario key in every cell: key.path=value (repeatable)")
       ->allow_extra_args(false);
   cmd_->add_option("--out", out_, "decision CSV to write");

@@ -8,6 +8,7 @@
 #include "app/plan.hpp"
 #include "app/sweep_log.hpp"
 #include "core/diagnostics.hpp"
+#include "core/json_input.hpp"
 
 namespace moesim {
 namespace {
@@ -157,7 +158,7 @@ std::pair<PlanSpec, PlanOutcome> merge_plan_shards(const std::vector<std::string
     const fs::path path = fs::path(d) / kShardFile;
     const SourceLocation where{path.string(), 0, 0};
     if (!fs::exists(path)) throw InputError(where, "not a plan shard folder (no " + std::string(kShardFile) + ")");
-    json j = json::parse(read_text_file(path.string()), nullptr, false);
+    json j = parse_json_or_discarded(read_text_file(path.string()));
     if (j.is_discarded() || !j.is_object() || !j.contains("definition") || !j.contains("shard") || !j.contains("rows"))
       throw InputError(where, "not a plan shard file (written by `moesim plan --shard K/N`)");
     const SweepShard s = parse_sweep_shard(j["shard"].get<std::string>());

@@ -1,7 +1,5 @@
 #include "app/scenario.hpp"
 
-#include <yaml-cpp/eventhandler.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +9,7 @@
 
 #include "app/scenario_sections.hpp"
 #include "app/scenario_serving.hpp"
+#include "core/yaml_input.hpp"
 #include "models/routing.hpp"
 #include "policies/deepep_dispatch.hpp"
 #include "policies/policy.hpp"
@@ -30,9 +29,9 @@ void apply_override(YAML::Node& root, const std::string& spec, SourceMap& src, D
   const std::string path = spec.substr(0, eq);
   YAML::Node value;
   try {
-    value = YAML::Load(spec.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    diags.error(where, "value is not valid YAML: " + e.msg);
+    value = load_yaml_input(spec.substr(eq + 1), where.file, "value is not valid YAML");
+  } catch (const InputError& e) {
+    diags.error(where, e.diagnostics().front().message);
     return;
   }
   if (spec.find_first_not_of(" \t", eq + 1) == std::string::npos) {
@@ -111,29 +110,6 @@ void report_duplicate_keys(const YAML::Node& node, const SourceMap& src, Diagnos
     }
     report_duplicate_keys(kv.second, src, diags);
   }
-}
-
-/// Where each YAML document of `text` starts, at most three. yaml-cpp's LoadAll never returns on a
-/// ',' at the top level of a document (0.7 yields an empty document there without consuming it,
-/// allocating until memory runs out); its event parser shows that as two documents at one position.
-std::vector<YAML::Mark> document_starts(const std::string& text) {
-  struct Starts : YAML::EventHandler {
-    std::vector<YAML::Mark> marks;
-    void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
-    void OnDocumentEnd() override {}
-    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-    void OnSequenceEnd() override {}
-    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-    void OnMapEnd() override {}
-  } handler;
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  while (handler.marks.size() < 3 && parser.HandleNextDocument(handler)) {
-  }
-  return handler.marks;
 }
 
 SourceLocation loc(const SourceMap& src, const YAML::Node& n, const YAML::Node& parent) {
@@ -314,7 +290,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
       root,
       {ParamSpec{"name", ParamType::kString, "scenario", "", "scenario name (results go to results/<name>/)", {}, {}, {}},
        ParamSpec{"description", ParamType::kString, "''", "", "free text", {}, {}, {}},
-       ParamSpec{"seed", ParamType::kInt, "1", "", "seed of every random draw", 0.0, {}, {}}},
+       ParamSpec{"seed", ParamType::kInt, "1", "", "seed of every random draw (below 2^53: kept exactly)", 0.0, 9007199254740991.0, {}}},
       src, diags, {"model", "hardware", "workload", "serving", "deployment", "policy", "predictor", "output"});
   s.name = top.get_string("name");
   s.seed = static_cast<std::uint64_t>(top.get_int("seed"));
@@ -489,21 +465,7 @@ RoutingContext routing_context(const Scenario& s) {
 Scenario load_scenario_text(const std::string& text, const std::string& file,
                             const std::vector<std::string>& overrides, const std::string& base_dir) {
   SourceMap src(file);
-  YAML::Node root;
-  try {
-    const std::vector<YAML::Mark> starts = document_starts(text);
-    for (std::size_t i = 1; i < starts.size(); ++i)
-      if (starts[i].pos == starts[i - 1].pos)  // yaml-cpp stuck on a stray ','
-        throw InputError(SourceLocation{file, starts[i].line + 1, starts[i].column + 1},
-                         "malformed YAML: ',' outside a [list] or {mapping}");
-    if (starts.size() > 1)
-      throw InputError(SourceLocation{file, starts[1].line + 1, starts[1].column + 1},
-                       "a second YAML document: a scenario is one document (remove the '---' and what follows, "
-                       "or split it into two files)");
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw InputError(SourceLocation{file, e.mark.line + 1, e.mark.column + 1}, "malformed YAML: " + e.msg);
-  }
+  const YAML::Node root = load_yaml_input(text, file);
   Diagnostics dup;
   report_duplicate_keys(root, src, dup);
   dup.throw_if_any();

@@ -32,6 +32,15 @@ ParamSpec float_field(const std::string& name, double def, const std::string& un
 constexpr double kMaxTflops = 1e5;          // 100 PFLOP/s per GPU
 constexpr double kMinGBps = 1e-3, kMaxGBps = 1e6;  // 1 MB/s .. 1 PB/s
 constexpr double kMaxLatencyUs = 1e6;       // one second per hop or launch
+// Physical ranges of model dimensions: past every model published or planned, short of counts
+// whose simulation would be unbounded work (a model of 10^7 layers) or overflow a 32-bit product.
+constexpr double kMaxLayers = 4096;         // transformer layers (the largest models have ~200)
+constexpr double kMaxWidth = 65536;         // hidden size, heads, head and latent dimensions
+constexpr double kMaxFfn = 1048576;         // an FFN's intermediate size
+constexpr double kMaxExperts = 65536;       // routed experts per layer (the finest-grained have ~1,000)
+constexpr double kMaxTopK = 1024;           // experts selected per token, shared experts
+constexpr double kMaxVocab = 16777216;      // vocabulary (the largest have ~260k)
+constexpr double kMaxContext = 1e9;         // tokens of context or window
 ParamSpec choice_field(const std::string& name, const std::string& def, const std::string& help,
                        std::vector<std::string> choices) {
   return ParamSpec{name, ParamType::kString, def, "", help, {}, {}, std::move(choices)};
@@ -63,16 +72,16 @@ std::vector<ParamSpec> attention_specs(const AttentionSpec* b) {
   const AttentionSpec& a = d ? *b : z;
   return {
       choice_field("kind", d ? attention_kind_name(a.kind) : "mha", "attention kind", {"mha", "gqa", "mqa", "mla"}),
-      int_field("heads", a.heads, d, "", "query heads", 1),
-      int_field("kv_heads", a.kv_heads, d, "", "key/value heads (= heads for MHA, 1 for MQA)", 1),
-      int_field("head_dim", a.head_dim, d, "", "dimension per head", 1),
-      int_field("window", static_cast<double>(a.window), true, "tokens", "sliding window (0 = full attention)"),
+      int_field("heads", a.heads, d, "", "query heads", 1, kMaxWidth),
+      int_field("kv_heads", a.kv_heads, d, "", "key/value heads (= heads for MHA, 1 for MQA)", 1, kMaxWidth),
+      int_field("head_dim", a.head_dim, d, "", "dimension per head", 1, kMaxWidth),
+      int_field("window", static_cast<double>(a.window), true, "tokens", "sliding window (0 = full attention)", 0, kMaxContext),
       ParamSpec{"causal", ParamType::kBool, a.causal ? "true" : "false", "", "causal mask (false for encoders)", {}, {}, {}},
-      int_field("q_lora_rank", a.q_lora_rank, true, "", "MLA query compression rank (0 = none)"),
-      int_field("kv_lora_rank", a.kv_lora_rank, true, "", "MLA key/value latent rank"),
-      int_field("qk_nope_head_dim", a.qk_nope_head_dim, true, "", "MLA non-rotary query/key head dim"),
-      int_field("qk_rope_head_dim", a.qk_rope_head_dim, true, "", "MLA rotary query/key head dim"),
-      int_field("v_head_dim", a.v_head_dim, true, "", "MLA value head dim"),
+      int_field("q_lora_rank", a.q_lora_rank, true, "", "MLA query compression rank (0 = none)", 0, kMaxWidth),
+      int_field("kv_lora_rank", a.kv_lora_rank, true, "", "MLA key/value latent rank", 0, kMaxWidth),
+      int_field("qk_nope_head_dim", a.qk_nope_head_dim, true, "", "MLA non-rotary query/key head dim", 0, kMaxWidth),
+      int_field("qk_rope_head_dim", a.qk_rope_head_dim, true, "", "MLA rotary query/key head dim", 0, kMaxWidth),
+      int_field("v_head_dim", a.v_head_dim, true, "", "MLA value head dim", 0, kMaxWidth),
   };
 }
 
@@ -83,17 +92,17 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
   ModelSpec z;
   const ModelSpec& m = d ? *b : z;
   return {
-      int_field("layers", m.layers, d, "", "transformer layers", 1),
-      int_field("first_dense_layers", m.first_dense_layers, true, "", "leading layers with a dense FFN"),
-      int_field("moe_every", m.moe_every, true, "", "after the dense prefix, every n-th layer is MoE", 1),
-      int_field("moe_offset", m.moe_offset, true, "", "offset of the MoE layers within each moe_every group"),
-      int_field("hidden", static_cast<double>(m.hidden), d, "", "model (hidden) dimension", 1),
-      int_field("expert_ffn", static_cast<double>(m.expert_ffn), d, "", "routed expert intermediate size", 1),
-      int_field("dense_ffn", static_cast<double>(m.dense_ffn), true, "", "dense-layer FFN intermediate size"),
-      int_field("experts", m.experts, d, "", "routed experts per MoE layer", 1),
-      int_field("top_k", m.top_k, d, "", "experts selected per token", 1),
-      int_field("shared_experts", m.shared_experts, true, "", "always-active shared experts"),
-      int_field("shared_expert_ffn", static_cast<double>(m.shared_expert_ffn), true, "", "shared expert intermediate size"),
+      int_field("layers", m.layers, d, "", "transformer layers", 1, kMaxLayers),
+      int_field("first_dense_layers", m.first_dense_layers, true, "", "leading layers with a dense FFN", 0, kMaxLayers),
+      int_field("moe_every", m.moe_every, true, "", "after the dense prefix, every n-th layer is MoE", 1, kMaxLayers),
+      int_field("moe_offset", m.moe_offset, true, "", "offset of the MoE layers within each moe_every group", 0, kMaxLayers),
+      int_field("hidden", static_cast<double>(m.hidden), d, "", "model (hidden) dimension", 1, kMaxWidth),
+      int_field("expert_ffn", static_cast<double>(m.expert_ffn), d, "", "routed expert intermediate size", 1, kMaxFfn),
+      int_field("dense_ffn", static_cast<double>(m.dense_ffn), true, "", "dense-layer FFN intermediate size", 0, kMaxFfn),
+      int_field("experts", m.experts, d, "", "routed experts per MoE layer", 1, kMaxExperts),
+      int_field("top_k", m.top_k, d, "", "experts selected per token", 1, kMaxTopK),
+      int_field("shared_experts", m.shared_experts, true, "", "always-active shared experts", 0, kMaxTopK),
+      int_field("shared_expert_ffn", static_cast<double>(m.shared_expert_ffn), true, "", "shared expert intermediate size", 0, kMaxFfn),
       choice_field("activation", d ? activation_name(m.activation) : "swiglu", "expert activation",
                    {"relu", "gelu", "swiglu"}),
       choice_field("dtype", d ? dtype_name(m.dtype) : "bf16",
@@ -107,16 +116,16 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
                    "weight-and-activation: expert GEMMs run at expert_dtype's tensor-core peak (W4A4, W8A8); "
                    "weight-only: weights are dequantised in the kernel and the math runs in dtype (W4A16)",
                    {"weight-and-activation", "weight-only"}),
-      int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)"),
+      int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)", 0, kMaxVocab),
       int_field("full_attention_every", m.full_attention_every, true, "",
                 "with attention.window: every n-th layer attends the whole context, the others the window "
-                "(GPT-OSS 2, Llama 4 4); 0: every layer uses the window"),
+                "(GPT-OSS 2, Llama 4 4); 0: every layer uses the window", 0, kMaxLayers),
       int_field("mtp_layers", m.mtp_layers, true, "",
                 "multi-token-prediction modules shipped with the model (num_nextn_predict_layers): drafts for "
-                "serving.speculative method mtp"),
+                "serving.speculative method mtp", 0, 64),
       int_field("max_context", static_cast<double>(m.max_context), true, "tokens",
                 "longest sequence (prompt + output) the model accepts: the config's max_position_embeddings "
-                "(0: unknown, not checked)"),
+                "(0: unknown, not checked)", 0, kMaxContext),
   };
 }
 

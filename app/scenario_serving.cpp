@@ -107,10 +107,7 @@ ArrivalSpec read_arrival(const YAML::Node& node, const YAML::Node& parent, Scena
     if (a.rate_per_s <= 0.0)
       diags.error(at_key(p, "rate_per_s", s.arrival_where), "'rate_per_s' must be > 0, got " + fmt(a.rate_per_s));
   }
-  if (a.process == P::kGamma) {
-    a.cv = p.get_float("cv");
-    if (a.cv <= 0.0) diags.error(at_key(p, "cv", s.arrival_where), "'cv' must be > 0, got " + fmt(a.cv));
-  }
+  if (a.process == P::kGamma) a.cv = p.get_float("cv");
   if (a.process == P::kClosed) {
     a.clients = static_cast<int>(p.get_int("clients"));
     a.think_s = p.get_float("think_s");
@@ -263,7 +260,10 @@ std::vector<ParamSpec> arrival_specs(ArrivalSpec::Process process) {
       return {float_param("rate_per_s", "1", "requests/s", "mean arrival rate (exponential gaps)", 0.0)};
     case P::kGamma:
       return {float_param("rate_per_s", "1", "requests/s", "mean arrival rate (gaps have mean 1/rate)", 0.0),
-              float_param("cv", "1", "", "coefficient of variation of the gaps (1: Poisson; > 1: bursty)", 0.0)};
+              float_param("cv", "1", "",
+                          "coefficient of variation of the gaps (1: Poisson; > 1: bursty; within 0.001 and 1000, "
+                          "past which the gamma's shape 1/cv^2 leaves the floating-point range)",
+                          1e-3, 1e3)};
     case P::kConstant:
       return {float_param("rate_per_s", "1", "requests/s", "arrival rate: request i arrives at i/rate", 0.0)};
     case P::kTrace:

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/diagnostics.hpp"
+#include "core/json_input.hpp"
 
 namespace moesim {
 
@@ -18,6 +19,28 @@ std::string read_text_file(const std::string& path) {
   buf << in.rdbuf();
   return buf.str();
 }
+
+namespace {
+
+// What is wrong with a result line's runs or error, as results.csv reads them ("" if nothing):
+// every run an object with a "metrics" object and string identity fields, an error's entries
+// strings.
+std::string malformed_runs(const nlohmann::json& line) {
+  if (line.contains("error")) {
+    for (const auto& d : line["error"])
+      if (!d.is_string()) return "its 'error' entries must be strings";
+    return "";
+  }
+  for (const auto& run : line["runs"]) {
+    if (!run.is_object()) return "each run must be an object";
+    if (!run.contains("metrics") || !run["metrics"].is_object()) return "a run without a 'metrics' object";
+    for (const char* id : {"policy", "label", "predictor", "predictor_label"})
+      if (run.contains(id) && !run[id].is_string()) return std::string("a run's '") + id + "' must be a string";
+  }
+  return "";
+}
+
+}  // namespace
 
 nlohmann::json overrides_json(const SweepPoint& p) {
   nlohmann::json o = nlohmann::json::object();
@@ -35,7 +58,7 @@ ResultsLog read_results_log(const std::string& dir_name, const nlohmann::json& d
       throw InputError(SourceLocation{jsonl.string(), 0, 0}, "results.jsonl without sweep.json: not a sweep's" + refuse);
     return log;
   }
-  const nlohmann::json stored = nlohmann::json::parse(read_text_file(def_path.string()), nullptr, false);
+  const nlohmann::json stored = parse_json_or_discarded(read_text_file(def_path.string()));
   for (const char* field : {"file", "file_fnv1a", "grid", "zip", "set", "shard"}) {
     // "shard" is absent from an unsharded sweep's definition; every other field is always there.
     const bool required = std::string(field) != "shard";
@@ -52,7 +75,7 @@ ResultsLog read_results_log(const std::string& dir_name, const nlohmann::json& d
     ++line_no;
     const std::size_t nl = text.find('\n', at);
     if (nl == std::string::npos) break;  // truncated by an interruption
-    const nlohmann::json j = nlohmann::json::parse(text.substr(at, nl - at), nullptr, false);
+    const nlohmann::json j = parse_json_or_discarded(text.substr(at, nl - at));
     const bool last = nl + 1 == text.size();
     if (j.is_discarded() && last) break;
     const SourceLocation where{jsonl.string(), line_no, 1};
@@ -62,6 +85,8 @@ ResultsLog read_results_log(const std::string& dir_name, const nlohmann::json& d
     if (p >= points.size() || j.value("overrides", nlohmann::json()) != overrides_json(points[p]) ||
         !(j.contains("runs") ? j["runs"].is_array() : j.contains("error") && j["error"].is_array()))
       throw InputError(where, "point " + std::to_string(p) + " does not belong to this sweep" + refuse);
+    if (const std::string why = malformed_runs(j); !why.empty())
+      throw InputError(where, "point " + std::to_string(p) + ": " + why + refuse);
     if (!log.done[p]) log.lines.push_back(j);
     log.done[p] = true;
     at = nl + 1;

@@ -8,6 +8,7 @@
 #include "app/sweep.hpp"
 #include "app/sweep_log.hpp"
 #include "core/diagnostics.hpp"
+#include "core/json_input.hpp"
 
 namespace moesim {
 namespace {
@@ -30,7 +31,7 @@ ShardDir read_shard_dir(const std::string& dir) {
   if (!fs::is_directory(dir)) throw InputError(SourceLocation{dir, 0, 0}, "not a directory");
   if (!fs::exists(def_path))
     throw InputError(SourceLocation{dir, 0, 0}, "no sweep.json here: not a folder written by `moesim sweep --out`");
-  ShardDir s{dir, nlohmann::json::parse(read_text_file(def_path.string()), nullptr, false), {}};
+  ShardDir s{dir, parse_json_or_discarded(read_text_file(def_path.string())), {}};
   sweep_spec_from_definition(s.definition, def_path.string());  // throws if it is not a definition
   if (s.definition.contains("shard")) {
     const SourceLocation at{def_path.string(), 0, 0};
@@ -71,7 +72,7 @@ SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::strin
   if (fs::exists(out / "sweep.json") || fs::exists(out / "results.jsonl")) {
     const nlohmann::json there =
         fs::exists(out / "sweep.json")
-            ? nlohmann::json::parse(read_text_file((out / "sweep.json").string()), nullptr, false)
+            ? parse_json_or_discarded(read_text_file((out / "sweep.json").string()))
             : nlohmann::json();
     bool same = there.is_object() && !there.contains("shard");
     for (const char* field : kSameSweep) same = same && there.value(field, nlohmann::json()) == definition[field];

@@ -19,6 +19,16 @@ const char* param_type_name(ParamType t) {
 }
 
 void SourceMap::add_override(const YAML::Node& node, std::string origin) {
+  // The value's own keys and elements too: an error inside a `--set key={...}` mapping names the
+  // --set, not the position inside its text read as if it were the scenario file's.
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      add_override(kv.first, origin);
+      add_override(kv.second, origin);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& e : node) add_override(e, origin);
+  }
   overrides_.emplace_back(node, std::move(origin));
 }
 
@@ -106,6 +116,14 @@ bool check_scalar(const YAML::Node& n, const ParamSpec& spec, ParamType t, const
     }
     if (spec.max && d > *spec.max) {
       diags.error(loc, "'" + spec.name + "' must be <= " + fmt_num(*spec.max) + ", got " + n.Scalar());
+      return false;
+    }
+    // An integer without a declared bound is held in 32 bits where it is used: past that it would
+    // wrap (layers: 4294967298 ran 2 layers), so the range of the type is its bound.
+    constexpr double kInt32Max = 2147483647.0;
+    if (t == ParamType::kInt && ((!spec.max && d > kInt32Max) || (!spec.min && d < -kInt32Max - 1.0))) {
+      diags.error(loc, "'" + spec.name + "' must be between -2147483648 and 2147483647 (the range of the integer "
+                       "it is held in), got " + n.Scalar());
       return false;
     }
   }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/diagnostics.hpp"
+#include "core/yaml_input.hpp"
 
 namespace moesim {
 
@@ -165,7 +166,7 @@ HardwareCalibration load_calibration(const std::string& path) {
   std::stringstream buf;
   buf << in.rdbuf();
   try {
-    return HardwareCalibration::from_yaml(YAML::Load(buf.str()));
+    return HardwareCalibration::from_yaml(load_yaml_input(buf.str(), path, "invalid profile"));
   } catch (const YAML::Exception& e) {
     throw InputError(SourceLocation{path, e.mark.line + 1, e.mark.column + 1}, "invalid profile: " + e.msg);
   } catch (const std::runtime_error& e) {

@@ -220,11 +220,15 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   const std::size_t n = gpus.size();
   const CollectiveCalibration* cal = calibration_of(c, CollectiveKind::kAllToAll, gpus);
   const bool nccl = nccl_priced(c, cal);
-  // The per-rank buffer (what nccl-tests calls size): the mean bytes a GPU sends.
-  double total = 0.0;
-  for (const auto& row : bytes)
-    for (double b : row) total += b;
-  const double buffer = total / static_cast<double>(std::max<std::size_t>(1, n));
+  // The per-rank buffer (what nccl-tests calls size): the mean bytes a GPU sends. Only a measured
+  // efficiency curve reads it (NCCL's model prices each pair by its own size).
+  double buffer = 0.0;
+  if (!nccl) {
+    double total = 0.0;
+    for (const auto& row : bytes)
+      for (double b : row) total += b;
+    buffer = total / static_cast<double>(std::max<std::size_t>(1, n));
+  }
   // NCCL runs all-to-all as grouped sends and receives: each pair is priced as one message, and
   // a GPU's call waits for its slowest pair's latency. A message's price depends only on its
   // protocol (by size) and its path, which nodes share (routes depend on the GPUs' local indices
@@ -247,32 +251,49 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   const auto priced = [&](std::size_t i, std::size_t j) {
     return nccl ? price(gpus[i], gpus[j], bytes[i][j]) : P2pPricing{0, wire_scale(cal, buffer), HopLatency::kPaid};
   };
+  // Prices per pair, once (an EP64 layer has 4,032 pairs and two all-to-alls).
+  thread_local std::vector<P2pPricing> pair_price;
+  thread_local std::vector<TaskId> flow;  ///< n x n: the transfer of each pair, kNoTask if none
+  thread_local std::vector<TaskId> deps;
+  pair_price.resize(n * n);
+  flow.assign(n * n, TaskGraph::kNoTask);
   std::vector<Tick> launch_ticks(n, 0);
-  if (nccl)
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        if (i != j && bytes[i][j] > 0.0) launch_ticks[i] = std::max(launch_ticks[i], priced(i, j).launch);
-  std::vector<std::vector<TaskId>> touching(n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
+      pair_price[i * n + j] = priced(i, j);
+      if (nccl) launch_ticks[i] = std::max(launch_ticks[i], pair_price[i * n + j].launch);
+    }
   std::vector<TaskId> launched(n);
   for (std::size_t i = 0; i < n; ++i) {
     const TaskId dep[] = {start[i]};
     launched[i] = nccl ? g.delay(launch_ticks[i], phase, layer, dep) : launch(g, c, cal, phase, layer, dep);
-    touching[i].push_back(launched[i]);
   }
   for (std::size_t i = 0; i < n; ++i) {
+    const int src = c.gpu_endpoint(gpus[i]);
+    const TaskId dep[] = {launched[i]};
     for (std::size_t j = 0; j < n; ++j) {
-      if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
-      const TaskId dep[] = {launched[i]};
-      const TaskId f = g.transfer(c.gpu_endpoint(gpus[i]), c.gpu_endpoint(gpus[j]), bytes[i][j], phase, layer, dep,
-                                  gpus[i]);
-      const P2pPricing p = priced(i, j);
-      g.price_transfer(f, p.wire_scale, p.hop);
-      touching[i].push_back(f);
-      touching[j].push_back(f);
+      if (i == j || bytes[i][j] <= 0.0) continue;
+      const TaskId f = g.transfer(src, c.gpu_endpoint(gpus[j]), bytes[i][j], phase, layer, dep, gpus[i]);
+      g.price_transfer(f, pair_price[i * n + j].wire_scale, pair_price[i * n + j].hop);
+      flow[i * n + j] = f;
     }
   }
+  // GPU i's call ends when its launch and every transfer from or to it have: in the order the
+  // transfers were added (row by row, its own row whole where it comes).
   std::vector<TaskId> done(n);
-  for (std::size_t i = 0; i < n; ++i) done[i] = g.join(touching[i], phase, layer);
+  for (std::size_t i = 0; i < n; ++i) {
+    deps.assign(1, launched[i]);
+    for (std::size_t r = 0; r < n; ++r) {
+      if (r == i) {
+        for (std::size_t j = 0; j < n; ++j)
+          if (flow[i * n + j] != TaskGraph::kNoTask) deps.push_back(flow[i * n + j]);
+      } else if (flow[r * n + i] != TaskGraph::kNoTask) {
+        deps.push_back(flow[r * n + i]);
+      }
+    }
+    done[i] = g.join(deps, phase, layer);
+  }
   return done;
 }
 

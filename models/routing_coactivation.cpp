@@ -250,7 +250,7 @@ ParamSpec float_param(std::string name, std::string def, std::string help, doubl
     "probability intra, and its next layer's first expert from the same group with probability follow",
     RoutingModelInfo{
         {ParamSpec{"groups", ParamType::kInt, "4", "groups",
-                   "co-activation groups (position i is in group i·groups/E; at most E)", 1.0, {}, {}},
+                   "co-activation groups (position i is in group i·groups/E; at most E)", 1.0, 65536.0, {}},
          ParamSpec{"layout", ParamType::kString, "shuffled", "",
                    "which experts the positions are: shuffled: a seeded permutation per MoE layer (groups and "
                    "share ranks not tied to expert ids, as in a trained model); contiguous: position i is expert i",

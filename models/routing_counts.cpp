@@ -33,10 +33,10 @@ double power_bound(double q, std::int64_t n) {
   return result;
 }
 
-/// Exact Binomial(n, p) by inversion of the CDF, p <= 0.5; O(n·p) expected.
-std::int64_t binomial_inversion(std::int64_t n, double p, Rng& rng) {
+/// Exact Binomial(n, p) by inversion of the CDF at `u` (uniform in [0, 1)), p <= 0.5; O(n·p)
+/// expected.
+std::int64_t binomial_inversion(std::int64_t n, double p, double u) {
   const double q = 1.0 - p;
-  const double u = rng.uniform01();
   // Most draws of count_sample's chains are 0 (u <= q^n), and few go past a handful of terms.
   // For n < 2^16 two cheaper paths decide the draw when u is clear of their error; otherwise it
   // goes on exactly as before, so the result is the one std::pow's path gives, bit for bit.
@@ -114,7 +114,7 @@ std::int64_t binomial_draw(std::int64_t n, double p, Rng& rng) {
   if (p >= 1.0) return n;
   if (p > 0.5) return n - binomial_draw(n, 1.0 - p, rng);
   const double mean = static_cast<double>(n) * p;
-  if (mean < 20.0) return binomial_inversion(n, p, rng);
+  if (mean < 20.0) return binomial_inversion(n, p, rng.uniform01());
   const double sd = std::sqrt(mean * (1.0 - p));
   const double x = std::floor(mean + sd * normal01(rng) + 0.5);
   return static_cast<std::int64_t>(std::clamp(x, 0.0, static_cast<double>(n)));
@@ -174,7 +174,17 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
       const double len = cuts[i + 1] - cuts[i];
       if (len <= 0.0) continue;
       const bool last = i + 2 == cuts.size();
-      const std::int64_t m = last ? left : binomial_draw(left, std::min(1.0, len / mass_left), rng);
+      std::int64_t m = left;
+      if (!last) {
+        const double p = std::min(1.0, len / mass_left);
+        if (p <= 0.5 && static_cast<double>(left) * p < 20.0 && left < (std::int64_t{1} << 16)) {
+          // binomial_draw's inversion, its most common outcome (none) decided here.
+          const double u = rng.uniform01();
+          m = u < 1.0 - static_cast<double>(left) * p - 1e-9 ? 0 : binomial_inversion(left, p, u);
+        } else {
+          m = binomial_draw(left, p, rng);
+        }
+      }
       mass_left -= len;
       left -= m;
       if (m == 0) continue;

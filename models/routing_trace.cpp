@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_input.hpp"
 #include "models/routing.hpp"
 
 namespace moesim {
@@ -88,12 +89,9 @@ ExpertCounts read_csv(std::istream& in, const std::string& path) {
 
 ExpertCounts read_json(std::istream& in, const std::string& path) {
   const SourceLocation loc{path, 0, 0};
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(loc, std::string("malformed JSON routing trace: ") + e.what());
-  }
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = parse_json_input(text.str(), path, "malformed JSON routing trace");
   if (!j.is_object() || !j.contains("expert_usage_by_layer") || !j["expert_usage_by_layer"].is_object())
     throw InputError(loc, "JSON routing trace lacks an 'expert_usage_by_layer' object");
   ExpertCounts out;

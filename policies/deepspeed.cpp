@@ -128,7 +128,7 @@ const bool registered = policies().add(
                    "expert count on any GPU, agreed by an all-reduce, so nothing drops (HarMoEny)",
                    {}, {}, {}},
          ParamSpec{"min_capacity", ParamType::kInt, "4", "tokens",
-                   "with drop_tokens: the least C (DeepSpeed's min_capacity)", 0.0, {}, {}}},
+                   "with drop_tokens: the least C (DeepSpeed's min_capacity)", 0.0, 1e9, {}}},
         [](const ParamSet& p) { return std::make_unique<DeepSpeedMoe>(p); }, warn_gpus_without_experts});
 
 }  // namespace

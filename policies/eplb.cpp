@@ -223,7 +223,7 @@ const bool registered = policies().add(
                    "load per replica; -1 = at least one per GPU, rounded up so that experts + "
                    "redundant_experts divides by the GPUs (= the GPU count when it divides the experts). "
                    "experts + redundant_experts must be divisible by the number of GPUs",
-                   -1.0, {}, {}},
+                   -1.0, 65536.0, {}},
          ParamSpec{"packing", ParamType::kString, "global", "",
                    "global: pack all replicas onto all GPUs; hierarchical: experts onto nodes first, "
                    "then replicate and pack within each node (falls back to global when the node "

@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -197,9 +198,10 @@ class Solver {
   std::vector<Eigen::MatrixXd> gain_;
 };
 
-/// A numeric option with a lower bound.
-ParamSpec number(std::string name, ParamType type, std::string def, std::string unit, std::string help, double min) {
-  return ParamSpec{std::move(name), type, std::move(def), std::move(unit), std::move(help), min, {}, {}};
+/// A numeric option with a lower bound (and an upper one: a count of work has a physical bound).
+ParamSpec number(std::string name, ParamType type, std::string def, std::string unit, std::string help, double min,
+                 std::optional<double> max = {}) {
+  return ParamSpec{std::move(name), type, std::move(def), std::move(unit), std::move(help), min, max, {}};
 }
 
 const bool registered = policies().add(
@@ -208,7 +210,8 @@ const bool registered = policies().add(
     PolicyInfo{
         {placement_param(),
          number("profile_batches", ParamType::kInt, "8", "batches",
-                "profiling window: profiling batches before serving, then the last batches observed for a re-solve", 1),
+                "profiling window: profiling batches before serving, then the last batches observed for a re-solve", 1,
+                kMaxProfileBatches),
          number("resolve_every", ParamType::kInt, "0", "batches",
                 "0 = solve once before serving; n > 0 = re-solve from the observed routing every n batches", 0),
          number("solve_ms", ParamType::kFloat, "0", "ms",

@@ -113,7 +113,7 @@ const bool registered = policies().add(
                           "x > 0 = shadow experts whose load exceeds x times the mean load per expert",
                           0.0, {}, {}},
                 ParamSpec{"max_shadowed", ParamType::kInt, "-1", "experts",
-                          "most experts shadowed per layer; -1 = as many as GPU memory holds", -1.0, {}, {}}},
+                          "most experts shadowed per layer; -1 = as many as GPU memory holds", -1.0, 65536.0, {}}},
                [](const ParamSet& p) { return std::make_unique<FasterMoe>(p); }});
 
 }  // namespace

@@ -204,7 +204,7 @@ const bool registered = policies().add(
                    "token threshold of Alg. 2: a move of fewer selections is never made. -1 = Eq. 4, "
                    "ceil(peak FLOP/s x dtype bytes / (2 x PCIe bytes/s)), the fewest tokens whose expert "
                    "compute outlasts fetching the expert; a positive value overrides",
-                   -1.0, {}, {}},
+                   -1.0, 1e9, {}},
          ParamSpec{"rebalance", ParamType::kBool, "true", "",
                    "run Alg. 2; false = the initial schedule only (tokens to their expert's owner, as "
                    "static-ep), the first configuration of the Sec. V-C1 ablation",

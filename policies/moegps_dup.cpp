@@ -217,7 +217,7 @@ const bool registered = policies().add(
                 ParamSpec{"max_copies", ParamType::kInt, "-1", "copies",
                           "C_max: most GPUs holding one expert in a layer, its owner included; -1 = the number "
                           "of GPUs",
-                          -1.0, {}, {}},
+                          -1.0, 1e6, {}},
                 ParamSpec{"keep_copies", ParamType::kBool, "true", "",
                           "true: replicas a layer used stay resident for the next batch (MoE-GPS §5: expert "
                           "weights are static across inputs), each layer within an even share of the memory "

@@ -121,6 +121,10 @@ struct PolicyInfo {
 };
 Registry<PolicyInfo>& policies();
 
+/// The most profiling batches a profiled placement (GRACE, ExFlow) may ask for: each is routed in
+/// full before serving starts, so the count is work, and ten thousand is far past any paper's.
+inline constexpr double kMaxProfileBatches = 10000.0;
+
 /// The `placement` option shared by policies that start from a static layout.
 ParamSpec placement_param();
 /// PolicyInfo::check for one-copy static placements: fewer experts than GPUs leaves GPUs with

@@ -68,7 +68,7 @@ const bool registered_distribution_only = predictors().add(
     "MoE-GPS §3.2.1: per-layer expert shares p_i = n_i/N (MLE) from a training window; no per-token "
     "information, no online overhead",
     PredictorInfo{{ParamSpec{"window", ParamType::kInt, "8", "batches",
-                             "training batches (drawn apart from the simulated ones) the estimate counts", 1.0, {}, {}},
+                             "training batches (drawn apart from the simulated ones) the estimate counts", 1.0, 10000.0, {}},
                    ParamSpec{"online", ParamType::kBool, "false", "",
                              "also count every simulated batch after it ran (a moving average over all batches "
                              "seen); false = estimated offline only",

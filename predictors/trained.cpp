@@ -200,7 +200,7 @@ class TrainedPredictor final : public Predictor {
 /// MoE-GPS §3.2's 80/20 split needs at least two batches.
 ParamSpec window_param() {
   return ParamSpec{"window", ParamType::kInt, "16", "batches",
-                   "training batches per MoE layer; the first 80% train, the last 20% are held out", 2.0, {}, {}};
+                   "training batches per MoE layer; the first 80% train, the last 20% are held out", 2.0, 10000.0, {}};
 }
 
 [[maybe_unused]] const bool registered_probability = predictors().add(

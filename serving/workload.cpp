@@ -94,7 +94,19 @@ std::int64_t normal_upper(const LengthDist& d) {
 double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::numbers::sqrt2); }
 double normal_pdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * std::numbers::pi); }
 
-Tick seconds_to_tick_rounded(double s) { return static_cast<Tick>(std::llround(s * static_cast<double>(kPsPerS))); }
+// An arrival time in (fractional) ticks to the nearest tick, through the same range check as
+// every other duration: a trace row at 1e7 s or a rate of 1e-300 per second puts arrivals past
+// simulated time's range, an input too extreme to simulate (TimeRangeError), not a wrapped tick.
+Tick arrival_tick(double ticks, std::int64_t request) {
+  if (!(ticks <= static_cast<double>(kTickLimit)))  // also NaN
+    throw TimeRangeError("request " + std::to_string(request) + " would arrive at " + std::to_string(ticks * 1e-12) +
+                         " s, beyond the simulated time range (~53 days)");
+  return static_cast<Tick>(std::llround(ticks));
+}
+
+Tick seconds_to_tick_rounded(double s, std::int64_t request) {
+  return arrival_tick(s * static_cast<double>(kPsPerS), request);
+}
 
 }  // namespace
 
@@ -175,7 +187,8 @@ std::vector<RequestSpec> generate_requests(const ServingWorkload& w, std::uint64
     const std::size_t n = std::min(rows.size(), static_cast<std::size_t>(std::max<std::int64_t>(w.requests, 0)));
     out.reserve(n);
     for (std::size_t i = 0; i < n; ++i)
-      out.push_back(RequestSpec{static_cast<std::int64_t>(i), seconds_to_tick_rounded(rows[i].arrived_at_s),
+      out.push_back(RequestSpec{static_cast<std::int64_t>(i),
+                                seconds_to_tick_rounded(rows[i].arrived_at_s, static_cast<std::int64_t>(i)),
                                 rows[i].prompt_tokens, rows[i].output_tokens});
     return out;
   }
@@ -190,14 +203,14 @@ std::vector<RequestSpec> generate_requests(const ServingWorkload& w, std::uint64
     switch (a.process) {
       case ArrivalSpec::Process::kPoisson:
         t += -std::log(open01(gaps)) / a.rate_per_s;
-        r.arrival = seconds_to_tick_rounded(t);
+        r.arrival = seconds_to_tick_rounded(t, i);
         break;
       case ArrivalSpec::Process::kGamma:
         t += scale * standard_gamma(gaps, shape);
-        r.arrival = seconds_to_tick_rounded(t);
+        r.arrival = seconds_to_tick_rounded(t, i);
         break;
       case ArrivalSpec::Process::kConstant:
-        r.arrival = static_cast<Tick>(std::llround(static_cast<double>(i) * static_cast<double>(kPsPerS) / a.rate_per_s));
+        r.arrival = arrival_tick(static_cast<double>(i) * static_cast<double>(kPsPerS) / a.rate_per_s, i);
         break;
       default: r.arrival = -1; break;  // closed loop: the driver decides
     }

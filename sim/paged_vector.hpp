@@ -43,6 +43,13 @@ class PagedVector {
     slot = std::move(value);
     return slot;
   }
+  /// Appends a slot and returns it as it is: a default-constructed element in a fresh page, or
+  /// what an earlier element left in a recycled one (the caller resets it; an element that keeps
+  /// storage, as a successor list does, is then not allocated again).
+  T& grow_back() {
+    if ((size_ & (kPageSize - 1)) == 0) add_page();
+    return (*this)[size_++];
+  }
   /// Forgets elements before `index`; pages wholly before it are recycled (their elements are
   /// overwritten when reused).
   void drop_before(std::size_t index) {

@@ -26,7 +26,7 @@ const char* phase_name(Phase p) {
 }
 
 SuccessorList::SuccessorList(const SuccessorList& o) : size_(o.size_), capacity_(o.capacity_), ids_(o.ids_) {
-  if (size_ > kInline) {
+  if (o.on_heap()) {
     ids_.heap = new TaskId[capacity_];
     std::copy(o.ids_.heap, o.ids_.heap + size_, ids_.heap);
   }
@@ -46,12 +46,8 @@ SuccessorList& SuccessorList::operator=(SuccessorList&& o) noexcept {
 }
 
 void SuccessorList::push_back(TaskId id) {
-  if (size_ < kInline) {
-    ids_.inline_[size_++] = id;
-    return;
-  }
-  if (size_ == kInline || size_ == capacity_) {
-    const std::uint32_t grown = 2 * std::max(size_, kInline);
+  if (size_ == capacity_) {
+    const std::uint32_t grown = 2 * capacity_;
     auto* moved = new TaskId[grown];
     const std::span<const TaskId> old = view();
     std::copy(old.begin(), old.end(), moved);
@@ -59,13 +55,16 @@ void SuccessorList::push_back(TaskId id) {
     ids_.heap = moved;
     capacity_ = grown;
   }
-  ids_.heap[size_++] = id;
+  if (on_heap())
+    ids_.heap[size_++] = id;
+  else
+    ids_.inline_[size_++] = id;
 }
 
 TaskId TaskGraph::add(Task t, Deps deps) {
   const auto id = static_cast<TaskId>(size());
   tasks_.push_back(t);
-  successors_.push_back({});
+  successors_.grow_back().clear();  // a reused page's list keeps its storage
   dep_count_.push_back(0);
   for (TaskId d : deps) depend(id, d);
   return id;

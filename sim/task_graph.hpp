@@ -71,7 +71,9 @@ struct Task {
 
 /// A task's successors: up to four inline (almost every task has one or two: a transfer feeds
 /// its sender's and receiver's joins), more on the heap, so a plan of millions of tasks does not
-/// make millions of allocations.
+/// make millions of allocations. Once on the heap a list stays there: clear() keeps the capacity,
+/// so a plan rebuilt every step in the same pages (an all-to-all's launch feeds every transfer of
+/// its GPU) does not allocate its long lists again.
 class SuccessorList {
  public:
   SuccessorList() = default;
@@ -81,12 +83,15 @@ class SuccessorList {
   SuccessorList& operator=(SuccessorList&& o) noexcept;
   ~SuccessorList() { release(); }
   void push_back(TaskId id);
-  std::span<const TaskId> view() const { return {size_ <= kInline ? ids_.inline_ : ids_.heap, size_}; }
+  /// Empties the list, keeping its storage.
+  void clear() { size_ = 0; }
+  std::span<const TaskId> view() const { return {on_heap() ? ids_.heap : ids_.inline_, size_}; }
 
  private:
   static constexpr std::uint32_t kInline = 4;
+  bool on_heap() const { return capacity_ > kInline; }
   void release() noexcept {
-    if (size_ > kInline) delete[] ids_.heap;
+    if (on_heap()) delete[] ids_.heap;
   }
   /// Takes `o`'s ids (a plain copy of the storage: inline ids or the heap pointer), leaving it empty.
   void take(SuccessorList& o) noexcept {
@@ -97,7 +102,7 @@ class SuccessorList {
     o.capacity_ = kInline;
   }
   std::uint32_t size_ = 0;
-  std::uint32_t capacity_ = kInline;  ///< heap capacity once size_ > kInline
+  std::uint32_t capacity_ = kInline;  ///< kInline: the inline ids; more: the heap's capacity
   union Ids {
     TaskId inline_[kInline];
     TaskId* heap;

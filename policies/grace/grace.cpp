@@ -183,7 +183,7 @@ const bool registered = policies().add(
                           {}, {}, {"hierarchical", "flat"}},
                 ParamSpec{"profile_batches", ParamType::kInt, "4", "batches",
                           "profiling batches the affinity and loads come from (untimed, before serving)", 0.0,
-                          {}, {}}},
+                          kMaxProfileBatches, {}}},
                [](const ParamSet& p) { return std::make_unique<Grace>(p); },
                [](const ParamSet& p, const ModelSpec& m, const ClusterSpec& c, PolicyCheck& found) {
                  const double r = p.get_float("ratio");

@@ -29,7 +29,7 @@ const bool registered = policies().add(
     PolicyInfo{{ParamSpec{"attention_gpus", ParamType::kInt, "0", "GPUs",
                           "GPUs [0, n) run every block's attention data-parallel, the rest host the experts (§3.3); "
                           "0 = half of the cluster",
-                          0.0, {}, {}},
+                          0.0, 1e6, {}},
                 ParamSpec{"scheduler", ParamType::kString, "defrag", "",
                           "which μ-queue an idle GPU drains (§3.4): mtfs = most tokens, flfs = earliest block with "
                           "tokens, defrag = Algorithm 1 (tokens + lookahead over the next K blocks decayed by δ)",
@@ -37,12 +37,12 @@ const bool registered = policies().add(
                 ParamSpec{"lookahead_blocks", ParamType::kInt, "2", "blocks",
                           "defrag's K: blocks ahead whose queued tokens add to a queue's score. Chosen (the paper "
                           "gives no value)",
-                          0.0, {}, {}},
+                          0.0, 4096.0, {}},
                 ParamSpec{"decay", ParamType::kFloat, "0.5", "",
                           "defrag's δ: weight of the k-th block ahead is δ^k. Chosen (the paper gives no value)",
                           0.0, 1.0, {}},
                 ParamSpec{"max_batch_tokens", ParamType::kInt, "8192", "tokens",
-                          "most tokens one execution drains from a queue (whole requests; at least one)", 1.0, {}, {}},
+                          "most tokens one execution drains from a queue (whole requests; at least one)", 1.0, 1e7, {}},
                 ParamSpec{"micro_batches", ParamType::kInt, "0", "",
                           "0: AMoE's asynchronous execution. n >= 1: synchronous ping-pong over the same "
                           "attention/expert split instead (MegaScale-Infer): each iteration's requests form n "

@@ -229,7 +229,9 @@ TEST(ScenarioServing, ArrivalProcessesAndTheirErrors) {
   t = serving("{process: gamma, rate_per_s: .inf}");
   expect_error(t, 7, ".inf", "expected a finite number");
   t = serving("{process: gamma, rate_per_s: 1, cv: 0}");
-  expect_error(t, 7, "0}", "'cv' must be > 0");
+  expect_error(t, 7, "0}", "'cv' must be >= 0.001");
+  t = serving("{process: gamma, rate_per_s: 1, cv: 1e300}");
+  expect_error(t, 7, "1e300", "'cv' must be <= 1000");
   t = serving("{process: closed, clients: 0, think_s: -1}");
   expect_error(t, 7, "0,", "'clients' must be >= 1");
   expect_error(t, 7, "-1", "'think_s' must be >= 0");
