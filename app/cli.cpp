@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -36,20 +37,28 @@ void write_atomically(const fs::path& path, const std::string& text) {
     out << text;
     if (!out.flush()) fail();
   }
-  fs::rename(tmp, path);
+  // A path that is a directory (or on another device) fails the rename: the temporary goes, and
+  // the error names the path asked for, not the .tmp.
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw fs::filesystem_error("cannot write", path, ec);
+  }
 }
 
 namespace {
 
-/// Rejects NaN and infinities, which CLI11's range checks let through.
+/// Rejects NaN, infinities (which CLI11's range checks let through) and anything but a decimal
+/// number (std::stod and CLI11 read 0x10 as 16).
 const CLI::Validator finite_number(
     [](std::string& v) {
-      try {
-        const double x = std::stod(v);
-        return std::isfinite(x) ? std::string() : "must be a finite number, got " + v;
-      } catch (const std::exception&) {
-        return "not a number: " + v;
-      }
+      double x = 0.0;
+      const char* first = v.data() + (!v.empty() && v.front() == '+' ? 1 : 0);
+      const auto [end, ec] = std::from_chars(first, v.data() + v.size(), x, std::chars_format::general);
+      if (ec != std::errc() || end != v.data() + v.size()) return "not a decimal number: " + v;
+      return std::isfinite(x) ? std::string() : "must be a finite number, got " + v;
     },
     "FINITE");
 

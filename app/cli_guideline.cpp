@@ -216,6 +216,9 @@ int GuidelineCommand::run() const {
   spec.seed = seed_;
   spec.sets = sets_;
   spec.assumptions = parse_assumptions(assumptions_, without_);
+  if (!out_.empty() && !curves_.empty() && fs::weakly_canonical(fs::absolute(out_)) == fs::weakly_canonical(fs::absolute(curves_)))
+    throw InputError(SourceLocation{"--curves " + curves_, 0, 0},
+                     "the same file as --out: the curves would overwrite the decision map; give two paths");
   const unsigned jobs = jobs_ ? jobs_ : std::max(1u, std::thread::hardware_concurrency());
   ProgressBar bar("guideline", "cells", spec.skewness.size() * spec.bandwidth_GBps.size(), 0,
                   !quiet_ && isatty(STDERR_FILENO) == 1);

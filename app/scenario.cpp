@@ -138,6 +138,7 @@ std::vector<ParamSpec> workload_specs() {
 
 void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s, const SourceMap& src,
                   Diagnostics& diags, YAML::Node& resolved) {
+  report_null_value(node, "routing", src, diags);
   const bool given = node.IsDefined() && !node.IsNull();
   // A fresh node: `node` may be a zombie (missing key), which cannot be re-bound.
   YAML::Node map(YAML::NodeType::Map);
@@ -421,6 +422,13 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
       {ParamSpec{"trace", ParamType::kBool, "false", "", "write a Chrome trace (trace-<label>.json) per run", {}, {}, {}}},
       src, diags);
   s.trace = out.get_bool("trace");
+  // AMoE runs on an engine of its own, which writes no trace (issue 29 merges it into the serving
+  // engine): say so rather than leave the trace missing without a word.
+  for (const PluginEntry& e : s.policies)
+    if (s.trace && e.name == "amoe")
+      s.warnings.push_back(Diagnostic{out.where("trace"), "output.trace: policy 'amoe' (" + e.label +
+                                                              ") writes no Chrome trace; its runs are not traced",
+                                      true});
 
   // The routing model validates what only it can (trace files, reachable skewness).
   if (diags.empty()) {

@@ -244,8 +244,30 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
                 "'kv_heads' must divide 'heads'");
   if (m.num_moe_layers() == 0 && m.layers > 0)
     diags.error(src.locate(node), "the model has no MoE layer (check first_dense_layers, moe_every)");
-  if (m.first_dense_layers > 0 && m.dense_ffn <= 0)
-    diags.error(src.locate(node), "dense layers need 'dense_ffn' > 0");
+  if (const int dense = m.layers - m.num_moe_layers(); dense > 0 && m.dense_ffn <= 0)
+    diags.error(p.given("dense_ffn") ? p.where("dense_ffn") : src.locate(node),
+                "the model has " + std::to_string(dense) + " dense layer(s) ('first_dense_layers', 'moe_every'): "
+                "'dense_ffn' must be > 0");
+  if (m.shared_experts > 0 && m.shared_expert_ffn <= 0)
+    diags.error(p.given("shared_experts") ? p.where("shared_experts") : src.locate(node),
+                "'shared_experts' (" + std::to_string(m.shared_experts) + ") needs 'shared_expert_ffn' > 0");
+  // The attention kind and its fields must agree: a contradiction would price a KV cache of 0
+  // bytes (MLA without its latent rank) or of the wrong head count.
+  const SourceLocation kind_at = a.given("kind") ? a.where("kind") : src.locate(node);
+  const auto at_field = [&](const char* f) { return a.given(f) ? a.where(f) : kind_at; };
+  if (at.kind == AttentionKind::kMla) {
+    for (const char* f : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+      if (a.get_int(f) <= 0)
+        diags.error(at_field(f), std::string("attention 'kind: mla' needs '") + f + "' > 0 (DeepSeek-V2 §2.1's "
+                                 "latent and head dimensions)");
+  } else if (at.kind == AttentionKind::kMqa && at.kv_heads != 1) {
+    diags.error(at_field("kv_heads"), "attention 'kind: mqa' has one key/value head: 'kv_heads' must be 1, got " +
+                                          std::to_string(at.kv_heads));
+  } else if (at.kind == AttentionKind::kMha && at.kv_heads != at.heads) {
+    diags.error(at_field("kv_heads"), "attention 'kind: mha' has a key/value head per query head: 'kv_heads' (" +
+                                          std::to_string(at.kv_heads) + ") must equal 'heads' (" +
+                                          std::to_string(at.heads) + "); grouped heads are 'kind: gqa'");
+  }
 
   resolved = p.to_yaml();
   resolved["name"] = m.name;

@@ -14,6 +14,9 @@
 namespace moesim {
 namespace {
 
+// The longest prompt or output a length distribution may give (tokens): past any context window,
+// short of the 32-bit token counts it would overflow downstream.
+constexpr double kMaxRequestTokens = 1e8;
 constexpr const char* kDefaultPrompt = "512";
 constexpr const char* kDefaultOutput = "128";
 
@@ -64,6 +67,7 @@ ArrivalSpec read_arrival(const YAML::Node& node, const YAML::Node& parent, Scena
                          Diagnostics& diags, std::vector<TraceRequest>& rows, YAML::Node& res) {
   ArrivalSpec a;
   s.arrival_where = loc(src, node, parent);
+  report_null_value(node, "arrival", src, diags);
   const bool given = node.IsDefined() && !node.IsNull();
   YAML::Node map;  // the options, when a mapping
   YAML::Node name_node;
@@ -142,6 +146,7 @@ LengthDist read_length(const YAML::Node& node, const std::string& key, const std
                        const YAML::Node& parent, const SourceMap& src, Diagnostics& diags, YAML::Node& res) {
   LengthDist d;
   const SourceLocation where = loc(src, node, parent);
+  report_null_value(node, key, src, diags);
   const bool given = node.IsDefined() && !node.IsNull();
   if (!given || node.IsScalar()) {
     const std::string text = given ? node.Scalar() : def;
@@ -153,8 +158,12 @@ LengthDist read_length(const YAML::Node& node, const std::string& key, const std
                              text + "'");
       return d;
     }
-    if (!std::isfinite(v) || std::floor(v) != v || std::fabs(v) > 9.0e15) {
+    if (!std::isfinite(v) || std::floor(v) != v) {
       diags.error(where, "'" + key + "' must be an integer number of tokens, got '" + text + "'");
+      return d;
+    }
+    if (v > kMaxRequestTokens) {
+      diags.error(where, "'" + key + "' must be at most 100000000 tokens, got " + text);
       return d;
     }
     if (v < 1.0) diags.error(where, "'" + key + "' must be >= 1 token, got " + text);
@@ -238,7 +247,7 @@ std::vector<ParamSpec> serving_workload_specs() {
       // Every request is held for the whole run (its timings feed the percentiles): the bound keeps
       // that memory to a few GB, where 10^9 requests would pass validation and then exhaust it.
       int_param("requests", "100", "requests",
-                "requests to simulate (with a trace: default every row; rows beyond it are ignored)", 1.0, 1e7),
+                "requests to simulate (with a trace: default every row, at most the rows; rows beyond it are ignored)", 1.0, 1e7),
       int_param("warmup_requests", "0", "requests",
                 "the first requests (by id) are simulated but left out of the metrics; fewer than requests", 0.0, 1e7),
       ParamSpec{"arrival", ParamType::kString, "poisson", "",
@@ -279,20 +288,21 @@ std::vector<ParamSpec> arrival_specs(ArrivalSpec::Process process) {
 
 std::vector<ParamSpec> length_dist_specs(LengthDist::Kind kind) {
   using K = LengthDist::Kind;
+  const double t = kMaxRequestTokens;
   switch (kind) {
-    case K::kFixed: return {int_param("value", "", "tokens", "every request's length", 1.0)};
+    case K::kFixed: return {int_param("value", "", "tokens", "every request's length", 1.0, t)};
     case K::kUniform:
-      return {int_param("min", "", "tokens", "smallest length (inclusive)"),
-              int_param("max", "", "tokens", "largest length (inclusive)")};
+      return {int_param("min", "", "tokens", "smallest length (inclusive)", -t, t),
+              int_param("max", "", "tokens", "largest length (inclusive)", -t, t)};
     case K::kNormal:
-      return {float_param("mean", "", "tokens", "mean before truncation"),
-              float_param("std", "", "tokens", "standard deviation before truncation", 0.0),
-              int_param("min", "1", "tokens", "lower truncation (inclusive)"),
-              int_param("max", "0", "tokens", "upper truncation (inclusive; 0: mean + 4 std, rounded up)")};
+      return {float_param("mean", "", "tokens", "mean before truncation", -t, t),
+              float_param("std", "", "tokens", "standard deviation before truncation", 0.0, t),
+              int_param("min", "1", "tokens", "lower truncation (inclusive)", -t, t),
+              int_param("max", "0", "tokens", "upper truncation (inclusive; 0: mean + 4 std, rounded up)", 0.0, t)};
     case K::kZipf:
-      return {float_param("s", "1", "", "exponent: P(n) ∝ (n - min + 1)^-s, favouring short lengths"),
-              int_param("min", "", "tokens", "smallest length (inclusive), the most likely"),
-              int_param("max", "", "tokens", "largest length (inclusive)")};
+      return {float_param("s", "1", "", "exponent: P(n) ∝ (n - min + 1)^-s, favouring short lengths", 0.0, 100.0),
+              int_param("min", "", "tokens", "smallest length (inclusive), the most likely", -t, t),
+              int_param("max", "", "tokens", "largest length (inclusive)", -t, t)};
   }
   return {};
 }
@@ -401,7 +411,7 @@ EngineProfile read_engine(const YAML::Node& node, const YAML::Node& parent, cons
                           YAML::Node& res) {
   const Registry<EngineProfile>& reg = engine_profiles();
   EngineProfile e = reg.get("none").value;
-  if (!node || node.IsNull()) {
+  if (report_null_value(node, "engine", src, diags) || !node || node.IsNull()) {
     res = "none";
     return e;
   }
@@ -545,6 +555,10 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
                                                      "' cannot be set with arrival.process: trace (the trace gives "
                                                      "each request's lengths)");
     if (!w.given("requests") && !rows.empty()) sw.requests = static_cast<std::int64_t>(rows.size());
+    if (w.given("requests") && !rows.empty() && sw.requests > static_cast<std::int64_t>(rows.size()))
+      diags.error(w.where("requests"), "'requests' (" + std::to_string(sw.requests) + ") is more than the trace's " +
+                                           std::to_string(rows.size()) +
+                                           " rows: give at most that many, or leave 'requests' out for every row");
     workload_res["requests"] = sw.requests;
     const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
     if (used > 0) {

@@ -18,6 +18,14 @@ const char* param_type_name(ParamType t) {
   return "?";
 }
 
+bool report_null_value(const YAML::Node& node, const std::string& key, const SourceMap& sources, Diagnostics& diags) {
+  // A node built in code (Node()) stands for an absent section and has no mark; one parsed from
+  // the file or a --set has one.
+  if (!node || !node.IsNull() || node.Mark().line < 0) return false;
+  diags.error(sources.locate(node), "'" + key + "' has no value: give one, or leave the key out for its default");
+  return true;
+}
+
 void SourceMap::add_override(const YAML::Node& node, std::string origin) {
   // The value's own keys and elements too: an error inside a `--set key={...}` mapping names the
   // --set, not the position inside its text read as if it were the scenario file's.
@@ -200,8 +208,7 @@ ParamSet read_params(const YAML::Node& map, const std::vector<ParamSpec>& specs,
       out.values_[spec.name] = std::move(v);
       continue;
     } else if (have_map && given && given.IsNull()) {
-      // `key: ~` or `key:` would silently mean the default.
-      diags.error(sources.locate(given), "'" + spec.name + "' has no value: give one, or leave the key out for its default");
+      report_null_value(given, spec.name, sources, diags);
       v.given = true;
       v.where = sources.locate(given);
     } else if (given && !given.IsNull()) {

@@ -76,6 +76,10 @@ ParamSet read_params(const YAML::Node& map, const std::vector<ParamSpec>& specs,
                      const SourceMap& sources, Diagnostics& diags,
                      const std::vector<std::string>& passthrough = {});
 
+/// Reports `key: ~` (or `key:` with nothing after it), which would silently mean the default, as
+/// "'key' has no value". Returns true when `node` is such a null (false when it is absent or set).
+bool report_null_value(const YAML::Node& node, const std::string& key, const SourceMap& sources, Diagnostics& diags);
+
 /// Reports every key of `map` that is not in `known` (with a suggestion). Returns false if any.
 bool reject_unknown_keys(const YAML::Node& map, const std::vector<std::string>& known,
                          const SourceMap& sources, Diagnostics& diags, const std::string& where_what);

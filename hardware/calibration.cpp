@@ -160,18 +160,55 @@ HardwareCalibration HardwareCalibration::from_yaml(const YAML::Node& node) {
   return h;
 }
 
+namespace {
+
+// What is physically impossible in a profile ("" if nothing): an efficiency that is not a
+// positive finite number or is past 2 (twice the datasheet's peak or line rate), a negative or
+// non-finite launch or latency, a link of non-positive or non-finite bandwidth.
+std::string implausible(const HardwareCalibration& h) {
+  const auto efficiency_ok = [](double e) { return std::isfinite(e) && e > 0.0 && e <= 2.0; };
+  const auto curve_ok = [&](const EfficiencyCurve& c) {
+    for (double x : c.x)
+      if (!std::isfinite(x)) return false;
+    return std::all_of(c.y.begin(), c.y.end(), efficiency_ok);
+  };
+  if (h.gemm_peak && !efficiency_ok(*h.gemm_peak)) return "gemm_peak must be in (0, 2]";
+  if (h.memory_efficiency && !efficiency_ok(*h.memory_efficiency)) return "memory_efficiency must be in (0, 2]";
+  for (const auto& [key, curve] : h.gemm)
+    if (!curve_ok(curve)) return "a GEMM efficiency curve holds a value outside (0, 2] or not finite";
+  for (const auto& [key, by_gpus] : h.collectives)
+    for (const auto& [gpus, cal] : by_gpus) {
+      if (!std::isfinite(cal.launch_us) || cal.launch_us < 0.0) return key.first + ": launch_us must be >= 0 and finite";
+      if (!curve_ok(cal.efficiency)) return key.first + ": an efficiency outside (0, 2] or not finite";
+    }
+  for (const auto& [name, link] : h.links) {
+    if (!std::isfinite(link.latency_us) || link.latency_us < 0.0) return "link " + name + ": latency_us must be >= 0";
+    if (!std::isfinite(link.bandwidth_GBps) || link.bandwidth_GBps <= 0.0)
+      return "link " + name + ": bandwidth_GBps must be a positive finite number";
+  }
+  return "";
+}
+
+}  // namespace
+
 HardwareCalibration load_calibration(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot read calibration profile");
   std::stringstream buf;
   buf << in.rdbuf();
+  HardwareCalibration h;
   try {
-    return HardwareCalibration::from_yaml(load_yaml_input(buf.str(), path, "invalid profile"));
+    h = HardwareCalibration::from_yaml(load_yaml_input(buf.str(), path, "invalid profile"));
+  } catch (const InputError&) {
+    throw;
   } catch (const YAML::Exception& e) {
     throw InputError(SourceLocation{path, e.mark.line + 1, e.mark.column + 1}, "invalid profile: " + e.msg);
   } catch (const std::runtime_error& e) {
     throw InputError(SourceLocation{path, 0, 0}, std::string("invalid profile: ") + e.what());
   }
+  if (const std::string why = implausible(h); !why.empty())
+    throw InputError(SourceLocation{path, 0, 0}, "invalid profile: " + why);
+  return h;
 }
 
 }  // namespace moesim

@@ -1,9 +1,8 @@
 #include "serving/request_trace.hpp"
 
 #include <algorithm>
-#include <cerrno>
+#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -47,15 +46,16 @@ bool parse_number(const std::string& text, double& out, std::string& why) {
     why = "is empty";
     return false;
   }
-  errno = 0;
-  char* end = nullptr;
-  out = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) {
-    why = "'" + text + "' is not a number";
+  // Decimal only (from_chars: no locale, no hexadecimal, so 0x10 is not read as 16 s).
+  const char* first = text.data() + (text.front() == '+' ? 1 : 0);
+  const char* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, out, std::chars_format::general);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && end == last && !std::isfinite(out))) {
+    why = "'" + text + "' is not a finite number";
     return false;
   }
-  if (!std::isfinite(out) || errno == ERANGE) {
-    why = "'" + text + "' is not a finite number";
+  if (ec != std::errc() || end != last) {
+    why = "'" + text + "' is not a number";
     return false;
   }
   return true;
@@ -82,8 +82,14 @@ std::vector<TraceRequest> parse_request_trace(const std::string& text, const std
     if (header_line == 0) {
       header_line = line_no;
       for (int c = 0; c < 3; ++c)
-        for (std::size_t i = 0; i < cells.size(); ++i)
-          if (cells[i].text == kColumns[c]) col[c] = static_cast<int>(i);
+        for (std::size_t i = 0; i < cells.size(); ++i) {
+          if (cells[i].text != kColumns[c]) continue;
+          if (col[c] >= 0)  // one would silently win
+            diags.error(SourceLocation{file, line_no, cells[i].column},
+                        std::string("column '") + kColumns[c] + "' appears twice in the header");
+          else
+            col[c] = static_cast<int>(i);
+        }
       bool ok = true;
       for (int c = 0; c < 3; ++c) {
         if (col[c] >= 0) continue;
@@ -92,7 +98,7 @@ std::vector<TraceRequest> parse_request_trace(const std::string& text, const std
                         "' (needs arrived_at_s, prompt_tokens, output_tokens)");
         ok = false;
       }
-      if (!ok) break;
+      if (!ok || !diags.empty()) break;
       continue;
     }
     TraceRequest r;

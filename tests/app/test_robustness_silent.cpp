@@ -1,0 +1,153 @@
+// Issue 30's reproducers, class 3 (nothing accepted silently): keys written with no value,
+// contradictory model fields, length distributions past their range, traces read loosely,
+// implausible calibration measurements and profiles, outputs that overwrite each other, and
+// options a policy ignores. Each is a located error (or, for the last, a warning).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/run_cli.hpp"
+
+namespace moesim {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::run_cli_captured;
+
+constexpr const char* kBase =
+    "name: h3-serving\n"
+    "seed: 1\n"
+    "model: {preset: mixtral-8x7b, layers: 2}\n"
+    "hardware: dgx-a100\n"
+    "workload: {kind: serving, requests: 20, warmup_requests: 2, arrival: {process: poisson, rate_per_s: 50}, "
+    "prompt_tokens: 64, output_tokens: 8, routing: {kind: uniform}}\n"
+    "policy: static-ep\n";
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("moesim-silent-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+fs::path write(const fs::path& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir / name) << text;
+  return dir / name;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string with(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+// `moesim validate` of `text` (and `sets`): exit 2 with an error containing `says`.
+void expect_refused(const std::string& text, const std::string& says, const std::vector<std::string>& sets = {}) {
+  const fs::path dir = scratch("v");
+  std::vector<std::string> args{"validate", write(dir, "s.yaml", text).string()};
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+  const auto r = run_cli_captured(args);
+  EXPECT_EQ(r.code, 2) << says << "\n" << r.err;
+  EXPECT_TRUE(has(r.err, says)) << says << "\n" << r.err;
+}
+
+}  // namespace
+
+TEST(Silent, KeysWrittenWithNoValueAreErrors) {
+  expect_refused(with(kBase, "arrival: {process: poisson, rate_per_s: 50}", "arrival: ~"),
+                 "s.yaml:5:70: error: 'arrival' has no value");
+  expect_refused(with(kBase, "prompt_tokens: 64", "prompt_tokens: ~"), "'prompt_tokens' has no value");
+  expect_refused(with(kBase, "routing: {kind: uniform}", "routing: ~"), "'routing' has no value");
+  expect_refused(std::string(kBase) + "serving: {engine: ~}\n", "s.yaml:7:19: error: 'engine' has no value");
+}
+
+TEST(Silent, ContradictoryModelFieldsNameBoth) {
+  expect_refused(kBase, "attention 'kind: mla' needs 'kv_lora_rank' > 0", {"model.attention={kind: mla}"});
+  expect_refused(kBase, "attention 'kind: mla' needs 'kv_lora_rank' > 0",
+                 {"model={preset: deepseek-v3, attention: {kv_lora_rank: 0}}"});
+  expect_refused(kBase, "'kind: mqa' has one key/value head: 'kv_heads' must be 1, got 8",
+                 {"model.attention={kind: mqa, kv_heads: 8}"});
+  expect_refused(kBase, "'kv_heads' (1) must equal 'heads' (32)", {"model.attention={kind: mha, kv_heads: 1}"});
+  expect_refused(kBase, "'shared_experts' (1) needs 'shared_expert_ffn' > 0", {"model.shared_experts=1"});
+  expect_refused(kBase, "1 dense layer(s) ('first_dense_layers', 'moe_every'): 'dense_ffn' must be > 0",
+                 {"model.moe_every=2"});
+}
+
+TEST(Silent, LengthDistributionsPastTheirRangeAreErrors) {
+  expect_refused(kBase, "'mean' must be <= 1e+08", {"workload.prompt_tokens={dist: normal, mean: 1e300, std: 1e300}"});
+  expect_refused(kBase, "'prompt_tokens' must be at most 100000000 tokens", {"workload.prompt_tokens=1000000000"});
+}
+
+TEST(Silent, TracesAreReadStrictly) {
+  const fs::path dir = scratch("trace");
+  const auto traced = [](const std::string& file, const std::string& requests) {
+    return with(with(kBase, "arrival: {process: poisson, rate_per_s: 50}, prompt_tokens: 64, output_tokens: 8",
+                     "arrival: {process: trace, file: " + file + "}"),
+                "requests: 20, warmup_requests: 2", requests);
+  };
+  write(dir, "hex.csv", "arrived_at_s,prompt_tokens,output_tokens\n0x10,64,8\n");
+  write(dir, "dup.csv", "arrived_at_s,prompt_tokens,output_tokens,arrived_at_s\n0,64,8,5\n");
+  write(dir, "two.csv", "arrived_at_s,prompt_tokens,output_tokens\n0,64,8\n1,64,8\n");
+  const auto check = [&](const std::string& text, const std::string& says) {
+    const auto r = run_cli_captured({"validate", write(dir, "s.yaml", text).string()});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(has(r.err, says)) << says << "\n" << r.err;
+  };
+  check(traced("hex.csv", "requests: 1"), "hex.csv:2:1: error: 'arrived_at_s' '0x10' is not a number");
+  check(traced("dup.csv", "requests: 1"), "dup.csv:1:42: error: column 'arrived_at_s' appears twice");
+  check(traced("two.csv", "requests: 100"), "'requests' (100) is more than the trace's 2 rows");
+  const auto r = run_cli_captured({"cost", "allreduce", "--hardware", "dgx-a100", "--gpus", "8", "--bytes", "0x10"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "moesim: error: --bytes: not a decimal number: 0x10")) << r.err;
+}
+
+TEST(Silent, ImplausibleMeasurementsAndProfilesAreRefused) {
+  const fs::path dir = scratch("calibrate");
+  const fs::path meas = write(dir, "m.json",
+                              "{\"format\": \"moesim-measurements/1\", \"device\": \"x\", \"gemm\": [{\"dtype\": \"bf16\", "
+                              "\"m\": 4096, \"n\": 4096, \"k\": 4096, \"time_us\": 1e-300}], \"memcpy\": [{\"kind\": "
+                              "\"h2d_pinned\", \"bytes\": 1000000, \"time_us\": 1e-200}]}");
+  const fs::path out = dir / "p.yaml";
+  auto r = run_cli_captured({"calibrate", "fit", meas.string(), "--base", "dgx-a100", "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "m.json: error: gemm[0]:")) << r.err;
+  EXPECT_TRUE(has(r.err, "faster than twice A100-SXM4-80GB's peak allows")) << r.err;
+  EXPECT_TRUE(has(r.err, "m.json: error: memcpy[0]:")) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  // --out a directory: an error, and no .tmp left beside it.
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  const std::string nccl = std::string(root ? root : ".") + "/tests/data/calibration/nccl_tests_all_reduce_8xa100.txt";
+  fs::create_directories(dir / "d");
+  r = run_cli_captured({"calibrate", "fit", nccl, "--base", "dgx-a100", "--out", (dir / "d").string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_FALSE(has(r.out, "wrote")) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "d.tmp"));
+  // A fitted profile with a NaN efficiency is refused by a scenario.
+  r = run_cli_captured({"calibrate", "fit", nccl, "--base", "dgx-a100", "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string profile = testing_support::slurp(out);
+  const std::size_t first = profile.find("efficiency: [") + 13;
+  profile.replace(first, profile.find(',', first) - first, ".nan");
+  write(dir, "nan.yaml", profile);
+  expect_refused(kBase, "invalid profile: all_reduce: an efficiency outside (0, 2] or not finite",
+                 {"hardware.calibration=" + (dir / "nan.yaml").string()});
+}
+
+TEST(Silent, OutputsThatWouldOverwriteEachOtherOrBeIgnored) {
+  const fs::path dir = scratch("out");
+  const std::string x = (dir / "x.csv").string();
+  const auto r = run_cli_captured({"guideline", "--model", "switch-base-128", "--hardware", "dgx1-v100", "--out", x,
+                                   "--curves", (dir / "." / "x.csv").string(), "--skewness", "1", "--bandwidth-GBps", "100"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "the same file as --out")) << r.err;
+  EXPECT_FALSE(fs::exists(x));
+  const auto v = run_cli_captured(
+      {"validate", write(dir, "a.yaml", with(kBase, "policy: static-ep", "policy: amoe") + "output: {trace: true}\n").string()});
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_TRUE(has(v.err, "warning: output.trace: policy 'amoe' (amoe) writes no Chrome trace")) << v.err;
+}
+
+}  // namespace moesim
