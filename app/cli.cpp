@@ -19,6 +19,7 @@
 #include "app/progress_bar.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
+#include "app/staged_output.hpp"
 #include "app/summary.hpp"
 #include "core/diagnostics.hpp"
 #include "core/version.hpp"
@@ -89,7 +90,9 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, const
   print_warnings(s);
   check_scenario_fits(s);
   const fs::path out = out_opt.empty() ? fs::path("results") / s.name : fs::path(out_opt);
-  fs::create_directories(out);
+  // Traces, requests.csv, result.json and the resolved scenario are staged and moved into `out`
+  // together once every run has succeeded: a failure leaves `out` as it was.
+  StagedOutput staged(out);
   const bool show_progress = !quiet && isatty(STDERR_FILENO) == 1;
   auto drawn = std::make_shared<bool>(false);
   // Serving runs report simulated time and requests; prefill runs count batches over all runs.
@@ -97,14 +100,15 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, const
   ProgressBar batches("run", "batches", s.policies.size() * s.predictors.size() * static_cast<std::size_t>(s.workload.batches),
                       0, show_progress && !serving);
   const nlohmann::json result =
-      run_scenario(s, out.string(), serving_progress_line(show_progress && serving, s.serving.progress_interval_s, drawn),
+      run_scenario(s, staged.dir().string(), serving_progress_line(show_progress && serving, s.serving.progress_interval_s, drawn),
                    jobs ? jobs : std::max(1u, std::thread::hardware_concurrency()), [&batches] { batches.advance(); });
   batches.finish();
   if (*drawn) std::fprintf(stderr, "\n");
-  write_atomically(out / "result.json", result.dump(2) + "\n");
+  write_atomically(staged.dir() / "result.json", result.dump(2) + "\n");
   YAML::Emitter em;
   em << s.resolved;
-  write_atomically(out / "scenario.resolved.yaml", std::string(em.c_str()) + "\n");
+  write_atomically(staged.dir() / "scenario.resolved.yaml", std::string(em.c_str()) + "\n");
+  staged.commit();
   if (!quiet) {
     print_summary(std::cout, result);
     std::cout << "\nwrote " << (out / "result.json").string() << "\n";

@@ -216,7 +216,7 @@ const bool registered = policies().add(
                 "0 = solve once before serving; n > 0 = re-solve from the observed routing every n batches", 0),
          number("solve_ms", ParamType::kFloat, "0", "ms",
                 "CPU time of a re-solve, paid by every GPU in the first MoE layer of the batch that applies it "
-                "(HarMoEny §III measured ExFlow's ILP at 8.5 min for Switch, 45 min for Qwen)", 0),
+                "(HarMoEny §III measured ExFlow's ILP at 8.5 min for Switch, 45 min for Qwen)", 0, 1e7),
          number("traffic_weight", ParamType::kFloat, "1.0", "",
                 "lambda: weight of cross-GPU selections per GPU against the busiest GPU's load", 0),
          number("home_weight", ParamType::kFloat, "1.0", "",

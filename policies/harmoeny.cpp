@@ -222,8 +222,8 @@ const bool registered = policies().add(
                    "host time of Alg. 1 step 3 per layer (initial schedule + Alg. 2). Default: this C++ "
                    "Alg. 2 over S[G][E][G] (8 x 128 x 8 int64, 64 KB; a few passes over S plus one G x E "
                    "scan per move) took 16-25 us on a 2-core x86 VM. HarMoEny's PyTorch scheduler took "
-                   "20-31% of the layer (Sec. V-C1): raise this to model it",
-                   0.0, {}, {}}},
+                   "20-31% of the layer (Sec. V-C1): raise this to model it (at most a second)",
+                   0.0, 1e6, {}}},
         [](const ParamSet& p) { return std::make_unique<Harmoeny>(p); }});
 
 }  // namespace

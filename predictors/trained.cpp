@@ -209,7 +209,7 @@ ParamSpec window_param() {
     PredictorInfo{{window_param(),
                    ParamSpec{"overhead_us", ParamType::kFloat, "0", "us",
                              "online cost per MoE layer: 0, the prediction is one constant computed offline",
-                             0.0, {}, {}},
+                             0.0, 1e6, {}},
                    error_model_param()},
                   [](const ParamSet& p) {
                     return std::make_unique<TrainedPredictor>(Condition::kNone, static_cast<int>(p.get_int("window")),
@@ -226,7 +226,7 @@ ParamSpec window_param() {
                    ParamSpec{"overhead_us", ParamType::kFloat, "5", "us",
                              "online cost per MoE layer: one gather kernel looking up each token's key in a "
                              "table (launch-bound, a few microseconds)",
-                             0.0, {}, {}},
+                             0.0, 1e6, {}},
                    error_model_param()},
                   [](const ParamSet& p) {
                     const Condition c = p.get_string("condition") == "position" ? Condition::kPosition : Condition::kToken;

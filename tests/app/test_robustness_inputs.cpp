@@ -1,7 +1,8 @@
 // Issue 30's reproducers, classes 1 and 2: YAML aliases that recurse or explode, JSON nested past
 // the stack, sweep logs without metrics, integers past the type they are held in or past a
-// physical bound, arrival times past simulated time, and flag errors. Each ends in a located
-// error and exit 2: never a crash, a hang, an abort or a wrapped value run silently.
+// physical bound, arrival times past simulated time, flag errors, and (class 4) a failed run's
+// files. Each ends in a located error and exit 2: never a crash, a hang, an abort, a wrapped value
+// run silently, or files left behind.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -184,6 +185,31 @@ TEST(ArrivalTimes, PastSimulatedTimeAreInputErrors) {
   const auto r = run_cli_captured({"run", write(dir, "s.yaml", traced).string(), "--out", (dir / "o").string()});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has(r.err, "request 1 would arrive at 10000000")) << r.err;
+}
+
+TEST(StagedOutput, AFailedRunLeavesTheOutFolderAsItWas) {
+  const fs::path dir = scratch("staged");
+  const fs::path file = write(dir, "s.yaml", kBase);
+  // result.json is a directory: nothing else (requests.csv, result.json.tmp) is left beside it.
+  fs::create_directories(dir / "o" / "result.json");
+  auto r = run_cli_captured({"run", file.string(), "-q", "--out", (dir / "o").string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "cannot write the output: Is a directory")) << r.err;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir / "o")) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"result.json"});
+  // A run that fails once started creates no --out folder, and no staging folder stays behind.
+  r = run_cli_captured({"run", file.string(), "-q", "--out", (dir / "fresh").string(), "--set",
+                        "workload.arrival={process: constant, rate_per_s: 1e-12}"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "fresh"));
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".staging"), std::string::npos) << e.path();
+  // A run that succeeds writes its files into the folder.
+  r = run_cli_captured({"run", file.string(), "-q", "--out", (dir / "fresh").string()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "fresh" / "result.json"));
+  EXPECT_TRUE(fs::exists(dir / "fresh" / "requests.csv"));
 }
 
 TEST(FlagErrors, SayErrorAndRefuseANegativeSeed) {
