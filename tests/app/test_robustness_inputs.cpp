@@ -14,6 +14,7 @@
 #include "core/diagnostics.hpp"
 #include "core/json_input.hpp"
 #include "core/yaml_input.hpp"
+#include "tests/support/hostile_inputs.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace moesim {
@@ -22,28 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 using testing_support::run_cli_captured;
 
-constexpr const char* kBase =
-    "name: h3-serving\n"
-    "seed: 1\n"
-    "model: {preset: mixtral-8x7b, layers: 2}\n"
-    "hardware: dgx-a100\n"
-    "workload: {kind: serving, requests: 20, warmup_requests: 2, arrival: {process: poisson, rate_per_s: 50}, "
-    "prompt_tokens: 64, output_tokens: 8, routing: {kind: uniform}}\n"
-    "policy: static-ep\n";
+constexpr const char* kBase = testing_support::kHostileBase;
+using testing_support::write_file;
 
-fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("moesim-inputs-" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-fs::path write(const fs::path& dir, const std::string& name, const std::string& text) {
-  std::ofstream(dir / name) << text;
-  return dir / name;
-}
-
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+fs::path scratch(const std::string& name) { return testing_support::scratch_dir("inputs-" + name); }
+fs::path write(const fs::path& dir, const std::string& name, const std::string& text) { return write_file(dir, name, text); }
+bool has(const std::string& text, const std::string& part) { return testing_support::contains(text, part); }
 
 // `moesim validate` of kBase with one --set: exit 2 and an error saying `says`.
 void expect_refused(const std::string& set, const std::string& says) {
