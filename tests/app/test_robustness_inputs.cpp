@@ -21,14 +21,9 @@ namespace moesim {
 namespace {
 
 namespace fs = std::filesystem;
-using testing_support::run_cli_captured;
-
-constexpr const char* kBase = testing_support::kHostileBase;
-using testing_support::write_file;
-
-fs::path scratch(const std::string& name) { return testing_support::scratch_dir("inputs-" + name); }
-fs::path write(const fs::path& dir, const std::string& name, const std::string& text) { return write_file(dir, name, text); }
-bool has(const std::string& text, const std::string& part) { return testing_support::contains(text, part); }
+using namespace testing_support;
+constexpr const char* kBase = kHostileBase;
+fs::path scratch(const std::string& name) { return scratch_dir("inputs-" + name); }
 
 // `moesim validate` of kBase with one --set: exit 2 and an error saying `says`.
 void expect_refused(const std::string& set, const std::string& says) {

@@ -26,12 +26,13 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
 }
 
 /// Writes `text` to `dir`/`name` and returns its path.
-inline std::filesystem::path write_file(const std::filesystem::path& dir, const std::string& name,
-                                        const std::string& text) {
+inline std::filesystem::path write(const std::filesystem::path& dir, const std::string& name,
+                                   const std::string& text) {
   std::ofstream(dir / name) << text;
   return dir / name;
 }
 
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+/// Whether `part` occurs in `text`.
+inline bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace moesim::testing_support
