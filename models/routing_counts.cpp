@@ -174,17 +174,7 @@ LayerRouting count_sample(const std::vector<double>& pi, int top_k, const std::v
       const double len = cuts[i + 1] - cuts[i];
       if (len <= 0.0) continue;
       const bool last = i + 2 == cuts.size();
-      std::int64_t m = left;
-      if (!last) {
-        const double p = std::min(1.0, len / mass_left);
-        if (p <= 0.5 && static_cast<double>(left) * p < 20.0 && left < (std::int64_t{1} << 16)) {
-          // binomial_draw's inversion, its most common outcome (none) decided here.
-          const double u = rng.uniform01();
-          m = u < 1.0 - static_cast<double>(left) * p - 1e-9 ? 0 : binomial_inversion(left, p, u);
-        } else {
-          m = binomial_draw(left, p, rng);
-        }
-      }
+      const std::int64_t m = last ? left : binomial_draw(left, std::min(1.0, len / mass_left), rng);
       mass_left -= len;
       left -= m;
       if (m == 0) continue;
