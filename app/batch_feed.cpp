@@ -27,11 +27,11 @@ bool BatchFeed::extend(TaskGraph& plan) {
   if (builder_->next_is_moe()) {
     const int l = builder_->next_moe_index();
     const auto ub = static_cast<std::uint64_t>(batch_), ul = static_cast<std::uint64_t>(l);
-    Rng rng = Rng::derive(s_.seed, ub, ul);
+    Rng rng = Rng::derive(s_.seed, Stream::kBatchRouting, ub, ul);
     LayerRouting layer = by_count_ ? routing_.route_counts(batch_, l, home_, rng)
                                    : routing_.route(batch_, l, s_.workload.tokens_per_batch(), rng);
     skew_.push_back(layer.skewness());
-    Rng frng = Rng::derive(s_.seed, kPredictorStream, ub, ul);
+    Rng frng = Rng::derive(s_.seed, Stream::kBatchPredictor, ub, ul);
     const Forecast forecast = predictor_.forecast(batch_, l, layer, frng);
     builder_->add_layer(plan, &layer, &forecast);
     moe_.push_back(builder_->take_moe_output());

@@ -104,6 +104,10 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, const
                    jobs ? jobs : std::max(1u, std::thread::hardware_concurrency()), [&batches] { batches.advance(); });
   batches.finish();
   if (*drawn) std::fprintf(stderr, "\n");
+  for (const auto& r : result["runs"])
+    if (r.contains("warnings"))
+      for (const auto& w : r["warnings"])
+        std::cerr << file << ": warning: run " << r["label"].get<std::string>() << ": " << w.get<std::string>() << "\n";
   write_atomically(staged.dir() / "result.json", result.dump(2) + "\n");
   YAML::Emitter em;
   em << s.resolved;

@@ -18,9 +18,9 @@ void check_fits(const MemoryEstimate& e, const Cluster& c, const PolicyEntry& en
   }
 }
 
-// Profiling batches (PolicyContext::profile_routing) come from a stream of their own, so that
-// a profiled placement never sees the routing it will be measured on.
-constexpr std::uint64_t kProfileStream = 0x9F0F11EULL;
+// Profiling batches (PolicyContext::profile_routing) come from a stream of their own
+// (Stream::kProfileRouting), so that a profiled placement never sees the routing it will be
+// measured on.
 
 std::unique_ptr<RoutingModel> make_routing(const Scenario& s) {
   return routing_models().get(s.routing.kind).value.make(s.routing.params, routing_context(s), s.routing.where);
@@ -30,8 +30,9 @@ PolicyContext policy_context(const Scenario& s, const Cluster& cluster, const Ro
                              const PrefillWorkload* shape) {
   const PrefillWorkload& w = shape ? *shape : s.workload;
   PolicyContext ctx{s.model, cluster, w};
+  ctx.seed = s.seed;
   ctx.profile_routing = [&s, &routing, &w](int i, int moe_layer) {
-    Rng rng = Rng::derive(s.seed, kProfileStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
+    Rng rng = Rng::derive(s.seed, Stream::kProfileRouting, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
     return routing.route(-(i + 1), moe_layer, w.tokens_per_batch(), rng);
   };
   return ctx;
@@ -43,14 +44,13 @@ PolicyContext policy_context(const Scenario& s, const Cluster& cluster, const Ro
 // Training batches use routing batch indices -1000000, -1000001, ...: to a per-batch routing
 // model (e.g. `fluctuating`, or token ids in `token-conditioned`) they are offline batches of
 // the same traffic, distinct from the simulated batches and from the profiling window (-1, -2, ...).
-constexpr std::uint64_t kTrainingStream = 0x7EA1D47AULL;
 
 PredictorContext predictor_context(const Scenario& s, const Cluster& cluster, const RoutingModel& routing,
                                    const PrefillWorkload* shape) {
   const PrefillWorkload& w = shape ? *shape : s.workload;
   PredictorContext ctx{s.model, w, cluster.num_gpus()};
   ctx.training_routing = [&s, &routing, &w](int i, int moe_layer) {
-    Rng rng = Rng::derive(s.seed, kTrainingStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
+    Rng rng = Rng::derive(s.seed, Stream::kTrainingRouting, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(moe_layer));
     return routing.route(-(1000000 + i), moe_layer, w.tokens_per_batch(), rng);
   };
   return ctx;

@@ -50,7 +50,4 @@ PredictorContext predictor_context(const Scenario& s, const Cluster& cluster, co
 /// answer for the whole scenario, so every run is compared on the same routing draws.
 bool count_level_routing(const Scenario& s, const RoutingModel& routing);
 
-/// Per (batch, MoE layer) streams of the predictors' own draws (see run_context.cpp).
-inline constexpr std::uint64_t kPredictorStream = 0x93ED1C7ULL;
-
 }  // namespace moesim

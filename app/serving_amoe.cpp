@@ -77,12 +77,14 @@ nlohmann::json run_amoe_serving(const Scenario& s, const PluginEntry& policy, st
   run["predictor_label"] = "none";
   run["metrics"] = metrics.summary(engine, s.serving);
   run["metrics"]["events"] = engine.events();
+  add_steady_state_warning(run);
   run["metrics"]["amoe"] = {{"attention_gpus", d.config.attention_gpus},
                             {"executions", engine.executions()},
                             {"mean_execution_tokens", engine.executions() > 0 ? static_cast<double>(engine.executed_tokens()) /
                                                                                     static_cast<double>(engine.executions())
                                                                               : 0.0},
                             {"kv_blocks_per_attention_gpu", d.kv_blocks.front()}};
+  check_metric_set(run["metrics"], "amoe");
   std::ostringstream csv;
   write_requests_csv(csv, policy.label, engine.requests(), s.serving_workload.warmup_requests);
   requests_csv += csv.str();

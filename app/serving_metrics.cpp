@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
+#include <sstream>
 
 #include "app/batch_recorder.hpp"
+#include "core/invariants.hpp"
 #include "sim/chrome_trace.hpp"
 
 namespace moesim {
@@ -26,6 +29,44 @@ RequestLatency request_latency(const Request& r) {
     l.has_tpot = true;
   }
   return l;
+}
+
+MeasurementWindow MeasurementWindow::of(const std::vector<Request>& requests, std::int64_t warmup_requests) {
+  MeasurementWindow w;
+  Tick first_arrival = kTickMax;
+  for (const Request& r : requests) {
+    if (r.spec.id < warmup_requests) continue;
+    ++w.measured;
+    first_arrival = std::min(first_arrival, r.arrived);
+    w.last_arrival = std::max(w.last_arrival, r.arrived);
+    w.last_first_token = std::max(w.last_first_token, r.first_token);
+    w.last_finish = std::max(w.last_finish, r.finished);
+    w.measured_output_tokens += r.spec.output_tokens;
+  }
+  if (w.measured == 0) return w;
+  w.first_arrival = first_arrival;
+  for (const Request& r : requests)
+    if (r.spec.id >= warmup_requests && r.first_token > w.last_arrival) ++w.backlog_at_last_arrival;
+  const Tick span = w.last_arrival - w.first_arrival;
+  w.start = w.first_arrival;
+  if (span <= 0) {
+    // Measured requests that all arrive at one instant (an offline batch): measured to the end.
+    w.end = w.last_finish;
+    w.ends_at_completion = true;
+    return w;
+  }
+  w.steady = static_cast<double>(w.backlog_cleared()) <= kSteadyClearFraction * static_cast<double>(span);
+  w.end = w.steady ? w.last_arrival : w.last_finish;
+  w.ends_at_completion = !w.steady;
+  return w;
+}
+
+nlohmann::json MeasurementWindow::to_json() const {
+  return {{"start_s", seconds(start)},
+          {"end_s", seconds(end)},
+          {"ends_at", ends_at_completion ? "last completion" : "last arrival"},
+          {"backlog_at_last_arrival", backlog_at_last_arrival},
+          {"backlog_cleared_after_last_arrival_s", seconds(backlog_cleared())}};
 }
 
 ServingMetrics::ServingMetrics(const Cluster& cluster, std::int64_t warmup_requests)
@@ -79,8 +120,6 @@ void ServingMetrics::add_gpu_busy(int gpu, Tick compute, Tick scheduling) {
 
 nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
   std::vector<double> ttft, itl, tpot, e2e, queue;
-  std::vector<Tick> completions;
-  Tick first_arrival = kTickMax, last_arrival = 0;
   std::int64_t measured = 0, within_slo = 0;
   const auto meets_slo = [&](const RequestLatency& l) {
     return (!config.slo_ttft_ms || l.ttft_ms <= *config.slo_ttft_ms) &&
@@ -96,19 +135,9 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
     queue.push_back(l.queue_delay_ms);
     if (l.has_tpot) tpot.push_back(l.tpot_ms);
     itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
-    first_arrival = std::min(first_arrival, r.arrived);
-    last_arrival = std::max(last_arrival, r.arrived);
-    completions.push_back(r.finished);
   }
-  // The measurement window spans the measured requests' arrivals: the time the offered load is on.
-  // Rates count everything the deployment completed inside it (warm-up requests included, which
-  // is what they are for: the window opens on a system already in steady state), so below
-  // capacity they match the offered rate and above it they saturate at the service rate. A run
-  // whose measured requests arrive at one instant is measured from then to its last completion.
-  std::sort(completions.begin(), completions.end());
-  Tick t0 = measured > 0 ? first_arrival : 0;
-  Tick t1 = measured > 0 ? last_arrival : 0;
-  if (t1 <= t0 && !completions.empty()) t1 = completions.back();
+  const MeasurementWindow w = MeasurementWindow::of(engine.requests(), warmup_);
+  const Tick t0 = w.start, t1 = w.end;
   const double window = seconds(t1 - t0);
   std::int64_t out_tokens = 0, in_tokens = 0, done = 0, good = 0;
   const double from_ms = ticks_to_ms(t0), to_ms = ticks_to_ms(t1);
@@ -141,7 +170,9 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   m["request_rate_per_s"] = per_s(static_cast<double>(done));
   // What arrived: measured requests over the span of their arrivals (n − 1 gaps).
   m["offered_rate_per_s"] =
-      measured > 1 && last_arrival > first_arrival ? static_cast<double>(measured - 1) / seconds(last_arrival - first_arrival) : 0.0;
+      measured > 1 && w.last_arrival > w.first_arrival
+          ? static_cast<double>(measured - 1) / seconds(w.last_arrival - w.first_arrival)
+          : 0.0;
   if (config.slo_ttft_ms || config.slo_tpot_ms) {
     m["goodput_requests_per_s"] = per_s(static_cast<double>(good));
     // Of every measured request, wherever it finished: goodput's window leaves out the requests
@@ -154,6 +185,14 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   m["preemptions"] = engine.preemptions();
   m["kv_cache_peak_fraction"] = engine.kv_cache_peak_fraction();
   m["measurement_window_s"] = window;
+  m["measurement_window"] = w.to_json();
+  m["steady_state"] = w.steady;
+  m["measured_arrival_span_s"] = seconds(w.last_arrival - w.first_arrival);
+  // vLLM's benchmark_serving definition, beside ours: the measured requests' output tokens over
+  // first arrival to last completion. Above capacity it counts the drain after the last arrival,
+  // when the batch empties, so it falls below the rate the deployment sustains.
+  m["benchmark_throughput_tokens_per_s"] =
+      w.last_finish > w.start ? static_cast<double>(w.measured_output_tokens) / seconds(w.last_finish - w.start) : 0.0;
 
   // Per GPU, over the whole run (warm-up included): busy is computing or copying.
   const Tick makespan = engine.now();
@@ -179,6 +218,47 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
                 {"decode_tokens", decode_tokens_}};
   m["makespan_ms"] = ticks_to_ms(makespan);
   return m;
+}
+
+void check_metric_set(const nlohmann::json& metrics, const char* extra) {
+  static const std::set<std::string> common{
+      "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_delay_ms", "throughput_tokens_per_s",
+      "input_throughput_tokens_per_s", "requests_completed", "request_rate_per_s", "offered_rate_per_s",
+      "layer_latency_ms", "alltoall_ms", "preemptions", "kv_cache_peak_fraction", "measurement_window_s",
+      "measurement_window", "steady_state", "measured_arrival_span_s", "benchmark_throughput_tokens_per_s",
+      "gpu_idle_fraction", "gpu_time_breakdown", "bytes", "load", "tokens_dropped", "steps", "makespan_ms", "events"};
+  static const std::set<std::string> with_slo{"goodput_requests_per_s", "slo_attainment"};
+  std::set<std::string> missing = common, unexpected;
+  missing.insert(extra);
+  const bool slo = metrics.contains("slo_attainment");
+  if (slo) missing.insert(with_slo.begin(), with_slo.end());
+  for (const auto& [key, value] : metrics.items())
+    if (missing.erase(key) == 0) unexpected.insert(key);
+  check_invariant(missing.empty() && unexpected.empty(), Invariant::kMetricSet, [&] {
+    std::string text = std::string("the ") + extra + " engine's metrics";
+    for (const auto& k : missing) text += ", missing " + k;
+    for (const auto& k : unexpected) text += ", unexpected " + k;
+    return text;
+  });
+}
+
+void add_steady_state_warning(nlohmann::json& run) {
+  const nlohmann::json& m = run["metrics"];
+  if (m.value("steady_state", true)) return;
+  const nlohmann::json& w = m["measurement_window"];
+  const double clear = w["backlog_cleared_after_last_arrival_s"].get<double>();
+  const double span = m["measured_arrival_span_s"].get<double>();
+  std::ostringstream text;
+  text << std::fixed;
+  text.precision(2);
+  text << "the run never reached a steady state: " << w["backlog_at_last_arrival"].get<std::int64_t>()
+       << " measured requests were still waiting for their first token when the last one arrived, and serving those took " << clear
+       << " s after arrivals stopped (arrivals spanned " << span << " s); the offered load ("
+       << m["offered_rate_per_s"].get<double>() << " requests/s) exceeds what the deployment sustains ("
+       << m["request_rate_per_s"].get<double>()
+       << " requests/s), so rates are measured from the first arrival to the last completion "
+          "(metrics.measurement_window)";
+  run["warnings"].push_back(text.str());
 }
 
 std::string requests_csv_header() {

@@ -25,6 +25,36 @@ struct RequestLatency {
 };
 RequestLatency request_latency(const Request& r);
 
+/// The interval a serving run's rates are measured over, and whether the run reached a steady
+/// state (issue 30). It opens at the first measured arrival. A steady run (below capacity, or
+/// near it) closes at the last measured arrival: the window is the time the offered load is on,
+/// and rates match the offered rate. A run that never reaches a steady state — the deployment
+/// falls further behind with every request, so that when arrivals stop a backlog is left that
+/// takes more than a tenth of the arrival span to reach its first tokens — closes at the last
+/// measured completion: rates are the work the deployment completed over the time it took, which
+/// for a long run is the rate it sustains. (Closing at the last arrival there measured ramp-up
+/// only: 0 tokens/s for AMoE and ~6% of that for static-ep in the issue's example.) An offline
+/// batch (every measured request arriving at once) is measured to its last completion.
+struct MeasurementWindow {
+  /// A run is steady when the measured requests still waiting for their first token at the last
+  /// arrival all had it within this share of the arrival span. Below capacity that is one TTFT;
+  /// above it the backlog grew throughout, and serving it takes (load / capacity − 1) of the span.
+  static constexpr double kSteadyClearFraction = 0.1;
+
+  Tick start = 0, end = 0;
+  bool steady = true;
+  bool ends_at_completion = false;  ///< closed at the last completion (not steady, or an offline batch)
+  std::int64_t measured = 0;        ///< requests past the warm-up
+  Tick first_arrival = 0, last_arrival = 0, last_first_token = 0, last_finish = 0;  ///< of the measured requests
+  std::int64_t backlog_at_last_arrival = 0;  ///< measured requests with no token yet at the last arrival
+  std::int64_t measured_output_tokens = 0;   ///< output tokens of the measured requests
+
+  static MeasurementWindow of(const std::vector<Request>& requests, std::int64_t warmup_requests);
+  /// How long after the last arrival the last measured request had its first token.
+  Tick backlog_cleared() const { return last_first_token > last_arrival ? last_first_token - last_arrival : 0; }
+  nlohmann::json to_json() const;  ///< result.json's `measurement_window`
+};
+
 /// Accumulates executed steps; summarises them with the engine's requests.
 class ServingMetrics {
  public:
@@ -49,6 +79,15 @@ class ServingMetrics {
   std::int64_t dropped_ = 0;
   std::int64_t prefill_tokens_ = 0, decode_tokens_ = 0;
 };
+
+/// Appends to `run["warnings"]` a warning that the run never reached a steady state, when its
+/// metrics say so (`steady_state` false), with what it measured instead.
+void add_steady_state_warning(nlohmann::json& run);
+
+/// metric-set (core/invariants.hpp): a serving run's metrics hold every key each engine mode
+/// reports (colocated, disaggregated, AMoE), plus `extra`, the one key of the mode's own, and
+/// nothing else.
+void check_metric_set(const nlohmann::json& metrics, const char* extra);
 
 /// requests.csv's header line (with its newline).
 std::string requests_csv_header();

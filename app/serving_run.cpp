@@ -164,12 +164,14 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   if (const auto acc = pools.front().predictor->held_out_accuracy()) run["predictor_held_out_accuracy"] = *acc;
   run["metrics"] = metrics.summary(engine, s.serving);
   run["metrics"]["events"] = engine.events();
+  add_steady_state_warning(run);
   nlohmann::json kv = nlohmann::json::array();
   for (const ServingPool& pool : pools)
     kv.push_back({{"pool", pool_role_name(pool.role)}, {"instance", pool.instance}, {"first_gpu", pool.first_gpu},
                   {"gpus", pool.gpus}, {"tensor_parallel", pool.tensor_parallel}, {"expert_parallel", pool.expert_parallel},
                   {"kv_blocks_per_rank", pool.kv_blocks}});
   run["metrics"]["pools"] = kv;
+  check_metric_set(run["metrics"], "pools");
   std::ostringstream csv;
   write_requests_csv(csv, label, engine.requests(), s.serving_workload.warmup_requests);
   requests_csv += csv.str();

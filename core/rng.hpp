@@ -2,6 +2,9 @@
 // A small, portable, seeded generator. std:: distributions are implementation-defined,
 // so results would differ between standard libraries; ours are bit-exact everywhere.
 #include <cstdint>
+#include <type_traits>
+
+#include "core/rng_streams.hpp"
 
 namespace moesim {
 
@@ -17,14 +20,24 @@ inline std::uint64_t splitmix64(std::uint64_t& state) {
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) { reseed(seed); }
-  /// A stream derived from a seed and up to three stream ids (e.g. batch, layer):
-  /// the draws of one (batch, layer) do not depend on the order others are simulated in.
-  static Rng derive(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0, std::uint64_t c = 0) {
-    std::uint64_t s = seed;
-    std::uint64_t mix = splitmix64(s) ^ (a * 0xd1342543de82ef95ULL);
-    mix = splitmix64(mix) ^ (b * 0x9fb21c651e98df25ULL);
-    mix = splitmix64(mix) ^ (c * 0xc2b2ae3d27d4eb4fULL);
-    return Rng(mix);
+  /// The generator of one draw: a seed, a stream of the table (core/rng_streams.hpp) and up to
+  /// four ids (e.g. pool, step, layer). The draws of one (stream, ids) do not depend on the order
+  /// others are simulated in, and two draws share numbers only if seed, stream and ids all agree.
+  template <class... Ids>
+  static Rng derive(std::uint64_t seed, Stream stream, Ids... ids) {
+    return Rng(derive_seed(seed, stream, ids...));
+  }
+  /// The seed Rng::derive starts from, for code that hands a seed on (e.g. one per restart).
+  template <class... Ids>
+  static std::uint64_t derive_seed(std::uint64_t seed, Stream stream, Ids... ids) {
+    static_assert(sizeof...(Ids) <= 4, "a draw is named by at most four ids");
+    static_assert((std::is_integral_v<Ids> && ...), "stream ids are integers");
+    // A chain of bijective mixes, with the number of ids folded in first, so (s, a) and (s, a, 0)
+    // are different draws.
+    std::uint64_t h = mix64(seed ^ (static_cast<std::uint64_t>(sizeof...(Ids)) << 56));
+    h = mix64(h ^ stream_id(stream));
+    ((h = mix64(h ^ static_cast<std::uint64_t>(ids))), ...);
+    return h;
   }
   void reseed(std::uint64_t seed) {
     std::uint64_t s = seed;
@@ -61,6 +74,13 @@ class Rng {
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform01(); }
 
  private:
+  /// splitmix64's finalizer: a bijection of 64-bit words that mixes every bit into every bit.
+  static constexpr std::uint64_t mix64(std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   std::uint64_t s_[4];
 };

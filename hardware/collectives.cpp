@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "core/invariants.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/link_loads.hpp"
 #include "hardware/nccl_tuning.hpp"
@@ -281,19 +282,43 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   }
   // GPU i's call ends when its launch and every transfer from or to it have: in the order the
   // transfers were added (row by row, its own row whole where it comes).
+  // all-to-all-balanced (core/invariants.hpp): what the calls wait to send is what they wait to
+  // receive, flow for flow and byte for byte, and both are the matrix off its diagonal.
   std::vector<TaskId> done(n);
+  std::size_t flows_sent = 0, flows_received = 0, flows_made = 0;
+  double bytes_sent = 0.0, bytes_received = 0.0, bytes_off_diagonal = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
     deps.assign(1, launched[i]);
     for (std::size_t r = 0; r < n; ++r) {
       if (r == i) {
         for (std::size_t j = 0; j < n; ++j)
-          if (flow[i * n + j] != TaskGraph::kNoTask) deps.push_back(flow[i * n + j]);
+          if (flow[i * n + j] != TaskGraph::kNoTask) {
+            deps.push_back(flow[i * n + j]);
+            ++flows_sent;
+            bytes_sent += bytes[i][j];
+          }
       } else if (flow[r * n + i] != TaskGraph::kNoTask) {
         deps.push_back(flow[r * n + i]);
+        ++flows_received;
+        bytes_received += bytes[r][i];
+      }
+      if (r != i && bytes[i][r] > 0.0) {
+        ++flows_made;
+        bytes_off_diagonal += bytes[i][r];
       }
     }
     done[i] = g.join(deps, phase, layer);
   }
+  const double tolerance = 1e-9 * bytes_off_diagonal;
+  check_invariant(flows_sent == flows_made && flows_received == flows_made &&
+                      std::abs(bytes_sent - bytes_off_diagonal) <= tolerance &&
+                      std::abs(bytes_received - bytes_off_diagonal) <= tolerance,
+                  Invariant::kAllToAllBalanced, [&] {
+                    return "layer " + std::to_string(layer) + ": " + std::to_string(flows_made) + " flows of " +
+                           std::to_string(bytes_off_diagonal) + " bytes; the calls send " + std::to_string(flows_sent) +
+                           " (" + std::to_string(bytes_sent) + " bytes) and receive " + std::to_string(flows_received) +
+                           " (" + std::to_string(bytes_received) + " bytes)";
+                  });
   return done;
 }
 

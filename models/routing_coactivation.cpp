@@ -43,13 +43,9 @@
 namespace moesim {
 namespace {
 
-// Token keys: route() tokens are (batch, index); route_tokens() tokens are (request, position).
-constexpr std::uint64_t kBatchTokenStream = 0xC0AC7B00ULL;
-constexpr std::uint64_t kRequestTokenStream = 0xC0AC75E0ULL;
-// Per (token, layer) draws, derived from the token's key.
-constexpr std::uint64_t kLayerStream = 0xC0AC71A7ULL;
-// The per-layer position -> expert permutations of `layout: shuffled`.
-constexpr std::uint64_t kLayoutStream = 0xC0AC1A70ULL;
+// Streams (core/rng_streams.hpp): token keys are (batch, index) for route() and (request,
+// position) for route_tokens(); per (token, layer) draws are seeded by the token's key; the
+// per-layer position -> expert permutations of `layout: shuffled` have a stream of their own.
 
 std::string num(double v) {
   std::ostringstream os;
@@ -70,7 +66,7 @@ class CoactivationRouting final : public RoutingModel {
     for (int l = 0; l < std::max(1, ctx_.moe_layers); ++l) {
       std::vector<std::int32_t> perm(static_cast<std::size_t>(ctx_.experts));
       for (int e = 0; e < ctx_.experts; ++e) perm[static_cast<std::size_t>(e)] = e;
-      Rng rng = Rng::derive(ctx_.seed, kLayoutStream, static_cast<std::uint64_t>(l));
+      Rng rng = Rng::derive(ctx_.seed, Stream::kCoactivationLayout, l);
       for (std::size_t i = perm.size(); i > 1; --i)
         std::swap(perm[i - 1], perm[static_cast<std::size_t>(rng.uniform01() * static_cast<double>(i)) % i]);
       expert_at_.push_back(std::move(perm));
@@ -92,7 +88,7 @@ class CoactivationRouting final : public RoutingModel {
   LayerRouting route(int batch, int moe_layer, std::int64_t tokens, Rng& /*rng*/) const override {
     LayerRouting r = empty(tokens);
     for (std::int64_t t = 0; t < tokens; ++t)
-      route_token(key(kBatchTokenStream, batch, t), moe_layer, &r.experts[static_cast<std::size_t>(t * r.top_k)]);
+      route_token(key(Stream::kCoactivationBatchTokens, batch, t), moe_layer, &r.experts[static_cast<std::size_t>(t * r.top_k)]);
     return r;
   }
 
@@ -101,7 +97,7 @@ class CoactivationRouting final : public RoutingModel {
   LayerRouting route_tokens(int /*step*/, int moe_layer, const std::vector<TokenRef>& tokens, Rng& /*rng*/) const override {
     LayerRouting r = empty(static_cast<std::int64_t>(tokens.size()));
     for (std::size_t t = 0; t < tokens.size(); ++t)
-      route_token(key(kRequestTokenStream, tokens[t].sequence, tokens[t].position), moe_layer,
+      route_token(key(Stream::kCoactivationRequestTokens, tokens[t].sequence, tokens[t].position), moe_layer,
                   &r.experts[t * static_cast<std::size_t>(r.top_k)]);
     return r;
   }
@@ -123,12 +119,12 @@ class CoactivationRouting final : public RoutingModel {
     return r;
   }
 
-  std::uint64_t key(std::uint64_t stream, std::int64_t a, std::int64_t b) const {
-    return Rng::derive(ctx_.seed, stream, static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b)).next();
+  std::uint64_t key(Stream stream, std::int64_t a, std::int64_t b) const {
+    return Rng::derive(ctx_.seed, stream, a, b).next();
   }
 
   static Rng layer_rng(std::uint64_t token, int moe_layer) {
-    return Rng::derive(token, kLayerStream, static_cast<std::uint64_t>(static_cast<std::int64_t>(moe_layer)));
+    return Rng::derive(token, Stream::kCoactivationLayer, moe_layer);
   }
 
   /// Group g holds experts [group_begin(g), group_begin(g + 1)): the smallest e with e·groups/E >= g.
@@ -176,7 +172,7 @@ class CoactivationRouting final : public RoutingModel {
   void route_token(std::uint64_t token, int moe_layer, std::int32_t* out) const {
     out[0] = first_expert(token, moe_layer);
     // Later slots use a separate stream so that the first expert's draws above stay unshared.
-    Rng rng = Rng::derive(token, kLayerStream, static_cast<std::uint64_t>(static_cast<std::int64_t>(moe_layer)), 1);
+    Rng rng = Rng::derive(token, Stream::kCoactivationLayer, moe_layer, 1);
     const int g = group_of_position(out[0]);
     for (int s = 1; s < ctx_.top_k; ++s) {
       int e = -1;

@@ -80,16 +80,14 @@ ParamSpec depth_gradient_param() {
                      0.0, 1.0);
 }
 
-// Stream ids for draws fixed once per run or per batch (distinct from (batch, layer) streams,
-// whose third id is 0).
-constexpr std::uint64_t kHotSetStream = 0x5E1EC7ULL;
-constexpr std::uint64_t kFluctuateStream = 0xF1ULL;
+// Draws fixed once per run (the hot set) or per batch (the fluctuation) have streams of their own
+// (core/rng_streams.hpp), apart from the (batch, layer) routing streams.
 
 /// Ranked shares (zipf, exponential): p[rank]. "random" order assigns ranks to experts by a
 /// permutation drawn once from the seed, so the hottest experts are not all on the first GPU.
 std::vector<double> ordered(std::vector<double> by_rank, const std::string& order, const RoutingContext& ctx) {
   if (order != "random") return by_rank;
-  Rng rng = Rng::derive(ctx.seed, kHotSetStream, 1);
+  Rng rng = Rng::derive(ctx.seed, Stream::kHotSet, 1);
   const std::vector<int> perm = random_experts(ctx.experts, ctx.experts, rng);
   std::vector<double> p(by_rank.size());
   for (std::size_t r = 0; r < by_rank.size(); ++r) p[static_cast<std::size_t>(perm[r])] = by_rank[r];
@@ -136,7 +134,7 @@ std::unique_ptr<RoutingModel> make_skewed(const ParamSet& p, const RoutingContex
       throw InputError(at(p, "hot_experts", where), "'hot_experts' (" + std::to_string(h) +
                                                         ") exceeds the number of experts (" + std::to_string(ctx.experts) + ")");
     if (p.get_string("hot") == "random") {
-      Rng rng = Rng::derive(ctx.seed, kHotSetStream);
+      Rng rng = Rng::derive(ctx.seed, Stream::kHotSet);
       hot = random_experts(ctx.experts, static_cast<int>(h), rng);
     } else {
       for (int i = 0; i < h; ++i) hot.push_back(i);
@@ -247,7 +245,7 @@ class FluctuatingRouting : public RoutingModel {
       : RoutingModel(std::move(ctx)), lo_(lo), hi_(hi), hot_(hot), gradient_(gradient) {}
 
   std::vector<double> distribution(int batch, int moe_layer, Rng& /*rng*/) const override {
-    Rng rng = Rng::derive(ctx_.seed, static_cast<std::uint64_t>(batch), kFluctuateStream);
+    Rng rng = Rng::derive(ctx_.seed, Stream::kFluctuation, batch);
     const double alpha = rng.uniform(lo_, hi_) * depth_factor(gradient_, moe_layer, ctx_.moe_layers);
     return skewed_shares(ctx_.experts, random_experts(ctx_.experts, hot_, rng), alpha);
   }

@@ -18,13 +18,9 @@
 namespace moesim {
 namespace {
 
-// Stream ids: token ids are keyed by the batch only (the same in every layer); preferences are
-// keyed by the layer only (the same in every batch). Both apart from the (batch, layer) streams.
-constexpr std::uint64_t kTokenIdStream = 0x70CE11D5ULL;
-constexpr std::uint64_t kIdPreferenceStream = 0x1DF00DULL;
-constexpr std::uint64_t kPositionPreferenceStream = 0x905F00DULL;
-// Serving: a request's token ids are keyed by (request, position).
-constexpr std::uint64_t kRequestTokenIdStream = 0x5E0D1D5ULL;
+// Streams (core/rng_streams.hpp): token ids are keyed by the batch only (the same in every
+// layer), or in serving by (request, position); preferences are keyed by the layer only (the
+// same in every batch). All apart from the (batch, layer) routing streams.
 // The heaviest items get their preferred sets one by one against the shares still owed (see
 // preferred_sets); the rest are light enough to be drawn together.
 constexpr std::size_t kExactHead = 1024;
@@ -145,7 +141,7 @@ class TokenConditionedRouting final : public RoutingModel {
     std::vector<std::int32_t> ids(tokens.size());
     std::vector<std::int64_t> positions(tokens.size());
     for (std::size_t t = 0; t < tokens.size(); ++t) {
-      Rng id_rng = Rng::derive(ctx_.seed, kRequestTokenIdStream, static_cast<std::uint64_t>(tokens[t].sequence),
+      Rng id_rng = Rng::derive(ctx_.seed, Stream::kRequestTokenIds, static_cast<std::uint64_t>(tokens[t].sequence),
                                static_cast<std::uint64_t>(tokens[t].position));
       ids[t] = draw_id(id_rng);
       positions[t] = ctx_.seq_len > 0 ? tokens[t].position % ctx_.seq_len : tokens[t].position;
@@ -204,7 +200,7 @@ class TokenConditionedRouting final : public RoutingModel {
   /// Vocabulary ids (frequency ranks: 0 is the most frequent) of a batch's tokens, drawn from a
   /// stream keyed by the batch alone so that a token keeps its id through every layer.
   std::vector<std::int32_t> token_ids(int batch, std::int64_t tokens) const {
-    Rng rng = Rng::derive(ctx_.seed, kTokenIdStream, static_cast<std::uint64_t>(static_cast<std::int64_t>(batch)));
+    Rng rng = Rng::derive(ctx_.seed, Stream::kBatchTokenIds, batch);
     std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
     for (auto& id : ids) id = draw_id(rng);
     return ids;
@@ -214,7 +210,7 @@ class TokenConditionedRouting final : public RoutingModel {
     std::call_once(id_once_[layer], [&] {
       std::vector<double> mass(zipf_cdf_.size());
       std::adjacent_difference(zipf_cdf_.begin(), zipf_cdf_.end(), mass.begin());
-      Rng rng = Rng::derive(ctx_.seed, kIdPreferenceStream, layer);
+      Rng rng = Rng::derive(ctx_.seed, Stream::kIdPreference, layer);
       id_sets_[layer] = preferred_sets(mass, pi_, ctx_.top_k, rng);
     });
     return id_sets_[layer];
@@ -223,7 +219,7 @@ class TokenConditionedRouting final : public RoutingModel {
   const std::vector<std::uint16_t>& position_sets(std::size_t layer) const {
     std::call_once(position_once_[layer], [&] {
       const std::vector<double> mass(static_cast<std::size_t>(ctx_.seq_len), 1.0 / static_cast<double>(ctx_.seq_len));
-      Rng rng = Rng::derive(ctx_.seed, kPositionPreferenceStream, layer);
+      Rng rng = Rng::derive(ctx_.seed, Stream::kPositionPreference, layer);
       position_sets_[layer] = preferred_sets(mass, pi_, ctx_.top_k, rng);
     });
     return position_sets_[layer];

@@ -2,6 +2,7 @@
 // Load-balancing / placement policies. A policy decides where experts live and which GPU runs
 // which token; it emits tasks, and the engine times them. Policies register by name with their
 // declared options (see registry.cpp).
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,6 +38,9 @@ struct PolicyContext {
   std::function<LayerRouting(int profile_batch, int moe_layer)> profile_routing = {};
   /// deployment.alltoall: the dispatch/combine kernels of expert-parallel policies.
   MoeAllToAll alltoall = MoeAllToAll::kNccl;
+  /// The scenario's seed: a policy's random choices derive from it (Rng::derive with a stream of
+  /// core/rng_streams.hpp), so changing the seed changes them.
+  std::uint64_t seed = 0;
 };
 
 /// Which GPUs hold a copy of each expert, and the reverse map.

@@ -5,22 +5,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/invariants.hpp"
 #include "models/operators.hpp"
 #include "serving/two_batch.hpp"
 #include "sim/network_backend.hpp"
 
 namespace moesim {
-
-namespace {
-// Streams of the serving engine's draws, apart from the prefill path's (batch, layer) streams:
-// routing per (pool, step, layer), and the predictors' own draws per (pool, step, layer).
-constexpr std::uint64_t kStepRoutingStream = 0x5E7E0001ULL;
-constexpr std::uint64_t kStepPredictorStream = 0x5E7E0002ULL;
-// Speculative decoding: the acceptance draws of (request, position), independent of step order.
-constexpr std::uint64_t kDraftAcceptStream = 0x5E7E0003ULL;
-// Two-batch overlap: the second micro-batch's routing per (pool, step, layer).
-constexpr std::uint64_t kTboRoutingStream = 0x5E7E1000ULL;
-}  // namespace
 
 /// The simulator, network and executor one serving run owns.
 struct ServingEngine::Engine {
@@ -120,9 +110,18 @@ void ServingEngine::run() {
     for (std::size_t i = 0; i < requests_.size(); ++i) sim.at(requests_[i].spec.arrival, [this, i] { arrive(i); });
   }
   sim.run();
-  if (finished_ != static_cast<std::int64_t>(requests_.size()))
-    throw std::logic_error("serving stalled: " + std::to_string(static_cast<std::int64_t>(requests_.size()) - finished_) +
-                           " requests never finished");
+  check_invariant(finished_ == static_cast<std::int64_t>(requests_.size()), Invariant::kRequestOnce, [&] {
+    return "serving stalled: " + std::to_string(static_cast<std::int64_t>(requests_.size()) - finished_) +
+           " requests never finished";
+  });
+  for (std::size_t p = 0; p < state_.size(); ++p)
+    for (std::size_t g = 0; g < state_[p]->ranks.size(); ++g) {
+      const PagedKvCache& kv = state_[p]->ranks[g].cache();
+      check_invariant(kv.used_blocks() == 0, Invariant::kKvBalanced, [&] {
+        return "pool " + std::to_string(p) + " rank " + std::to_string(g) + " still holds " +
+               std::to_string(kv.used_blocks()) + " KV blocks after every request finished";
+      });
+    }
 }
 
 int ServingEngine::least_loaded_rank(const PoolState& p) const {
@@ -153,7 +152,7 @@ void ServingEngine::set_graph_mode(int pool, bool on) {
 // engines' load balancers balance by load; ties go to the first.
 void ServingEngine::arrive(std::size_t index) {
   Request& r = requests_[index];
-  r.arrived = now();
+  r.arrive(now());
   int pool = -1, rank = 0;
   std::size_t load = 0;
   for (const int i : entry_pools()) {
@@ -284,7 +283,7 @@ void ServingEngine::start_step(int pool) {
   p.forecasts.clear();
   // Routing per MoE layer, from the streams of (pool, step, layer): the whole step's, or under
   // two-batch overlap each micro-batch's (the first from the step's own streams).
-  const auto route = [&](const StepShape& part, const std::vector<TokenRef>& part_tokens, std::uint64_t stream) {
+  const auto route = [&](const StepShape& part, const std::vector<TokenRef>& part_tokens, Stream stream) {
     std::vector<LayerRouting> out;
     const std::vector<std::int64_t> home = part.home_tokens();
     for (int l = 0; l < moe_layers; ++l) {
@@ -292,7 +291,7 @@ void ServingEngine::start_step(int pool) {
         out.emplace_back();
         continue;
       }
-      Rng rng = Rng::derive(setup_.seed, stream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
+      Rng rng = Rng::derive(setup_.seed, stream, pool, ustep, l);
       out.push_back(by_count ? setup_.routing->route_counts(p.step, l, home, rng)
                              : setup_.routing->route_tokens(p.step, l, part_tokens, rng));
     }
@@ -302,13 +301,14 @@ void ServingEngine::start_step(int pool) {
       setup_.scheduler.two_batch_overlap ? split_two_batches(shape, by_count ? std::vector<TokenRef>{} : tokens)
                                          : std::nullopt;
   // The predictors forecast and observe the first micro-batch's routing under two-batch overlap.
-  p.routing = halves ? route(halves->first, halves->first_tokens, kStepRoutingStream) : route(shape, tokens, kStepRoutingStream);
+  p.routing = halves ? route(halves->first, halves->first_tokens, Stream::kStepRouting)
+                     : route(shape, tokens, Stream::kStepRouting);
   for (int l = 0; l < moe_layers; ++l) {
     if (!shape.sample.planned(l, moe_layers)) {
       p.forecasts.emplace_back();
       continue;
     }
-    Rng rng = Rng::derive(setup_.seed, kStepPredictorStream + static_cast<std::uint64_t>(pool), ustep, static_cast<std::uint64_t>(l));
+    Rng rng = Rng::derive(setup_.seed, Stream::kStepPredictor, pool, ustep, l);
     p.forecasts.push_back(sp.predictor->forecast(p.step, l, p.routing[static_cast<std::size_t>(l)], rng));
   }
   p.sample = shape.sample;
@@ -317,7 +317,7 @@ void ServingEngine::start_step(int pool) {
   if (!p.plan || p.plan.use_count() > 1) p.plan = std::make_shared<StepPlan>();
   if (halves)
     plan_two_batch_step_into(*p.plan, *sp.policy, *sp.ctx, p.step, halves->first, halves->second, p.routing,
-                             route(halves->second, halves->second_tokens, kTboRoutingStream), &p.forecasts);
+                             route(halves->second, halves->second_tokens, Stream::kSecondMicroBatchRouting), &p.forecasts);
   else
     plan_step_into(*p.plan, *sp.policy, *sp.ctx, p.step, shape, p.routing, &p.forecasts);
   if (!p.gpu_of.empty()) p.plan->graph.remap(p.gpu_of, p.endpoint_of);
@@ -356,8 +356,7 @@ void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {
   // given the previous one was; the first rejection ends the accepted prefix.
   const SpeculativeConfig& spec = setup_.scheduler.speculative;
   const RankScheduler::AcceptDrafts accept = [this, &spec](const Request& r, std::int64_t drafts) {
-    Rng rng = Rng::derive(setup_.seed, kDraftAcceptStream, static_cast<std::uint64_t>(r.spec.id),
-                          static_cast<std::uint64_t>(r.generated));
+    Rng rng = Rng::derive(setup_.seed, Stream::kDraftAcceptance, r.spec.id, r.generated);
     std::int64_t a = 0;
     while (a < drafts && rng.uniform01() < spec.acceptance_rate) ++a;
     return a;
@@ -378,16 +377,9 @@ void ServingEngine::produced_token(int pool, Request& r) {
     awaiting_transfer_.push_back(&r);
     return;
   }
-  if (r.first_token < 0) {
-    r.first_token = now();
-  } else {
-    // Tokens that came out together (a speculative step's accepted drafts) share the gap: one
-    // inter-token latency per token, so that ITL and TPOT count output tokens.
-    const std::int64_t n = std::max<std::int64_t>(1, r.emitted);
-    const double gap = ticks_to_ms(now() - r.last_token) / static_cast<double>(n);
-    for (std::int64_t i = 0; i < n; ++i) r.itl_ms.push_back(gap);
-  }
-  r.last_token = now();
+  // Tokens that came out together (a speculative step's accepted drafts) share the gap: one
+  // inter-token latency per token, so that ITL and TPOT count output tokens.
+  r.record_tokens(now(), r.emitted);
   if (r.done()) finish_request(r);
 }
 
@@ -429,14 +421,20 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
   engine_->exec.submit(graph, [this, &r, decode, rank, graph](GraphId, std::vector<TaskTiming>&& timing) {
     if (transfer_observer_) transfer_observer_(*graph, timing);
     const int prefill_pool = r.pool;
-    state_[static_cast<std::size_t>(prefill_pool)]->ranks[static_cast<std::size_t>(r.rank)].retire(&r);
-    r.pool = decode;
-    r.rank = rank;
-    r.gpu = pools_[static_cast<std::size_t>(decode)].first_gpu + rank * pools_[static_cast<std::size_t>(decode)].tensor_parallel;
-    r.prefill_only = false;
-    r.first_token = now();
-    r.last_token = now();
-    state_[static_cast<std::size_t>(decode)]->ranks[static_cast<std::size_t>(rank)].enqueue(&r);
+    RankScheduler& source = state_[static_cast<std::size_t>(prefill_pool)]->ranks[static_cast<std::size_t>(r.rank)];
+    RankScheduler& target = state_[static_cast<std::size_t>(decode)]->ranks[static_cast<std::size_t>(rank)];
+    source.retire(&r);
+    // The blocks move whole: none left on the prefill GPU, the decode GPU holding the context.
+    check_invariant(source.cache().held_blocks(r.spec.id) == 0 &&
+                        target.cache().held_blocks(r.spec.id) == target.cache().blocks_for(r.computed),
+                    Invariant::kKvHandOver, [&] {
+                      return "request " + std::to_string(r.spec.id) + " of " + std::to_string(r.computed) + " tokens: " +
+                             std::to_string(source.cache().held_blocks(r.spec.id)) + " blocks left on the prefill GPU, " +
+                             std::to_string(target.cache().held_blocks(r.spec.id)) + " on the decode GPU";
+                    });
+    r.hand_over(now(), decode, rank,
+                pools_[static_cast<std::size_t>(decode)].first_gpu + rank * pools_[static_cast<std::size_t>(decode)].tensor_parallel);
+    target.enqueue(&r);
     request_step(decode);
     request_step(prefill_pool);  // its blocks are free again
   });
@@ -444,8 +442,7 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
 
 void ServingEngine::finish_request(Request& r) {
   state_[static_cast<std::size_t>(r.pool)]->ranks[static_cast<std::size_t>(r.rank)].retire(&r);
-  r.state = RequestState::kFinished;
-  r.finished = now();
+  r.finish(now());
   ++finished_;
   if (setup_.arrival.process == ArrivalSpec::Process::kClosed && next_closed_ < requests_.size()) {
     const std::size_t i = next_closed_++;

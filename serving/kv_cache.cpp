@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+
+#include "core/invariants.hpp"
 
 namespace moesim {
 
@@ -26,6 +29,9 @@ bool PagedKvCache::grow(std::int64_t id, std::int64_t tokens) {
     used_ += extra;
     peak_ = std::max(peak_, used_);
   }
+  check_invariant(used_ <= total_, Invariant::kKvWithinCapacity, [&] {
+    return std::to_string(used_) + " KV blocks in use of " + std::to_string(total_);
+  });
   return true;
 }
 
@@ -34,6 +40,8 @@ void PagedKvCache::release(std::int64_t id) {
   if (it == held_.end()) return;
   used_ -= it->second;
   held_.erase(it);
+  check_invariant(used_ >= 0, Invariant::kKvBalanced,
+                  [&] { return "request " + std::to_string(id) + " freed more KV blocks than were allocated"; });
 }
 
 }  // namespace moesim

@@ -1,7 +1,9 @@
 #pragma once
 // A request's life inside the serving engine: where it waits, how much of it is computed, and
-// when each of its tokens came out. The scheduler moves it between states; the engine records
-// the times; the metrics read them.
+// when each of its tokens came out. The scheduler moves it between states; the engine marks the
+// steps of its life cycle (arrive, scheduled, tokens, hand over, finish) through the methods
+// below, which check the request invariants (core/invariants.hpp) as they go; the metrics read
+// the times.
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +46,19 @@ struct Request {
   Tick last_token = -1;
   Tick finished = -1;
   std::vector<double> itl_ms;  ///< gaps between consecutive output tokens
+
+  /// Life cycle. Each step checks what must hold by then and throws InvariantBroken if not.
+  void arrive(Tick now);          ///< request-once: it arrives once
+  void mark_scheduled(Tick now);  ///< a step computes some of it (the first ends its queueing)
+  /// Its step produced `tokens` output tokens (a speculative step's accepted drafts come out
+  /// together and share the gap); `generated` already counts them. exact-output: never more than
+  /// its output; request-causality: not before it was scheduled.
+  void record_tokens(Tick now, std::int64_t tokens);
+  /// Disaggregated: its KV cache reached decode GPU `gpu` (rank `rank` of pool `pool`); the user
+  /// sees the first token now.
+  void hand_over(Tick now, int to_pool, int to_rank, int to_gpu);
+  /// request-once, exact-output and request-causality, then finished.
+  void finish(Tick now);
 
   bool prefilling() const { return computed < prefill_target; }
   bool done() const { return generated >= spec.output_tokens; }

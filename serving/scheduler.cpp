@@ -105,7 +105,7 @@ void RankScheduler::admit_waiting(RankStep& step, std::int64_t& budget, Tick now
     waiting_.pop_front();
     r->state = RequestState::kRunning;
     r->admitted_order = admissions_++;
-    if (r->first_scheduled < 0) r->first_scheduled = now;
+    r->mark_scheduled(now);
     running_.push_back(r);
     step.chunks.push_back({r, n, r->computed});
     budget -= n;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/invariants.hpp"
 #include "hardware/collectives.hpp"
 
 namespace moesim {
@@ -78,6 +79,25 @@ std::vector<Op> tensor_parallel_attention_ops(const ModelSpec& m, const StepShap
 
 /// Whether `m` has global layers beside its windowed ones (ModelSpec::full_attention_every).
 bool interleaved(const ModelSpec& m) { return m.attention.window > 0 && m.full_attention_every > 0; }
+
+// selections-conserved (core/invariants.hpp): the routing holds its tokens × top-k selections,
+// and the policy computes every one it does not report dropped, each on as many GPUs as its
+// experts are sharded over (one under expert parallelism, the shard group when experts are
+// split): the per-GPU computed selections sum to a whole multiple, 1 to G, of those kept.
+void check_selections_conserved(const LayerRouting& r, const MoeLayerOutput& out, int layer) {
+  const std::int64_t routed = r.by_count ? std::accumulate(r.counts.begin(), r.counts.end(), std::int64_t{0})
+                                         : static_cast<std::int64_t>(r.experts.size());
+  const std::int64_t kept = routed - out.tokens_dropped;
+  const std::int64_t computed = std::accumulate(out.gpu_tokens.begin(), out.gpu_tokens.end(), std::int64_t{0});
+  const auto gpus = static_cast<std::int64_t>(out.gpu_tokens.size());
+  const bool whole_multiple = kept == 0 ? computed == 0 : computed % kept == 0 && computed / kept >= 1 && computed / kept <= gpus;
+  check_invariant(routed == r.num_tokens * r.top_k && kept >= 0 && whole_multiple, Invariant::kSelectionsConserved, [&] {
+    return "layer " + std::to_string(layer) + ": " + std::to_string(r.num_tokens) + " tokens x top-" +
+           std::to_string(r.top_k) + ", " + std::to_string(routed) + " selections routed, " +
+           std::to_string(out.tokens_dropped) + " dropped, " + std::to_string(computed) + " computed over " +
+           std::to_string(gpus) + " GPUs";
+  });
+}
 
 }  // namespace
 
@@ -203,6 +223,7 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
   moe_out_ = policy_.build_moe_layer(plan, ctx_, in);
   if (static_cast<int>(moe_out_.done.size()) != G)
     throw std::logic_error("policy returned the wrong number of per-GPU outputs");
+  check_selections_conserved(*in.routing, moe_out_, layer);
   last_ = moe_out_.done;
   return &moe_out_;
 }
@@ -370,6 +391,7 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
   moe_out_ = policy_.build_moe_layer(plan, ctx_, in);
   if (static_cast<int>(moe_out_.done.size()) != G)
     throw std::logic_error("policy returned the wrong number of per-GPU outputs");
+  check_selections_conserved(*in.routing, moe_out_, layer);
   last_ = moe_out_.done;
   split_ = T > 1;
   return &moe_out_;

@@ -9,9 +9,7 @@
 namespace moesim {
 namespace {
 
-// Stream ids for Rng::derive: one stream for the arrival gaps, one per (request, length).
-constexpr std::uint64_t kArrivalStream = 0x4152'5249'5641'4cULL;  // "ARRIVAL"
-constexpr std::uint64_t kLengthStream = 0x4c45'4e47'5448'53ULL;   // "LENGTHS"
+// Draws: one stream for the arrival gaps, one per (request, length) (core/rng_streams.hpp).
 constexpr std::uint64_t kPromptLength = 1;
 constexpr std::uint64_t kOutputLength = 2;
 
@@ -193,7 +191,7 @@ std::vector<RequestSpec> generate_requests(const ServingWorkload& w, std::uint64
     return out;
   }
   out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(w.requests, 0)));
-  Rng gaps = Rng::derive(seed, kArrivalStream);
+  Rng gaps = Rng::derive(seed, Stream::kArrivalGaps);
   const double shape = 1.0 / (a.cv * a.cv);  // gamma: mean shape·scale = 1/rate, cv = 1/√shape
   const double scale = 1.0 / (a.rate_per_s * shape);
   double t = 0.0;  // seconds
@@ -214,8 +212,8 @@ std::vector<RequestSpec> generate_requests(const ServingWorkload& w, std::uint64
         break;
       default: r.arrival = -1; break;  // closed loop: the driver decides
     }
-    Rng prompt_rng = Rng::derive(seed, kLengthStream, static_cast<std::uint64_t>(i), kPromptLength);
-    Rng output_rng = Rng::derive(seed, kLengthStream, static_cast<std::uint64_t>(i), kOutputLength);
+    Rng prompt_rng = Rng::derive(seed, Stream::kRequestLengths, static_cast<std::uint64_t>(i), kPromptLength);
+    Rng output_rng = Rng::derive(seed, Stream::kRequestLengths, static_cast<std::uint64_t>(i), kOutputLength);
     r.prompt_tokens = w.prompt.sample(prompt_rng);
     r.output_tokens = w.output.sample(output_rng);
     out.push_back(r);

@@ -26,8 +26,6 @@
 namespace moesim {
 namespace {
 
-constexpr std::uint64_t kGraceRoutingStream = 0x96ACE0002ULL;
-
 /// One MoE layer's placement: the hosts of each expert (primary first) and, for each expert
 /// with replicas, its hosts' routing weights (1 / predicted load, Eq. 3).
 struct GraceLayer {
@@ -72,7 +70,7 @@ class Grace final : public ExpertParallelPolicy {
     const LayerRouting& r = *in.routing;
     const GraceLayer& layer = layers_[static_cast<std::size_t>(in.moe_index)];
     Dispatch d(ctx.cluster.num_gpus(), ctx.model.experts);
-    Rng rng = Rng::derive(kGraceRoutingStream, static_cast<std::uint64_t>(in.batch), static_cast<std::uint64_t>(in.moe_index));
+    Rng rng = Rng::derive(ctx.seed, Stream::kGraceRouting, in.batch, in.moe_index);
     TokenDispatchRows rows(ctx.cluster, node_level_);
     std::vector<int> dests;  // the GPU of each of this token's selections
     for (std::int64_t t = 0; t < r.num_tokens; ++t) {
@@ -121,14 +119,14 @@ class Grace final : public ExpertParallelPolicy {
       std::vector<double> candidates;
       for (int i = 0; i <= 8; ++i) candidates.push_back(i / 8.0);
       if (nodes == 1) {
-        const double r = ratio_ >= 0.0 ? ratio_ : knee_ratio(affinity, G, candidates, 1);
-        const ExpertGroups groups = controlled_grouping(affinity, G, r, 1);
+        const double r = ratio_ >= 0.0 ? ratio_ : knee_ratio(affinity, G, candidates, ctx.seed);
+        const ExpertGroups groups = controlled_grouping(affinity, G, r, ctx.seed);
         for (int g = 0; g < G; ++g)
           for (const int e : groups[static_cast<std::size_t>(g)]) gpu_of[static_cast<std::size_t>(e)] = g;
       } else {
         // The knee is taken on the whole layer's GPU-level grouping; the paper picks it per set-up.
-        const double r = ratio_ >= 0.0 ? ratio_ : knee_ratio(affinity, G, candidates, 1);
-        gpu_of = hierarchical_grouping(affinity, nodes, per_node, r, 1);
+        const double r = ratio_ >= 0.0 ? ratio_ : knee_ratio(affinity, G, candidates, ctx.seed);
+        gpu_of = hierarchical_grouping(affinity, nodes, per_node, r, ctx.seed);
       }
     }
     layer.hosts.assign(static_cast<std::size_t>(E), {});

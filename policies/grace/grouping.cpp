@@ -129,6 +129,10 @@ void check(const Eigen::MatrixXd& a, int k, const char* who) {
   if (k < 1 || k > a.rows()) throw std::invalid_argument(std::string(who) + ": 1 <= groups <= experts");
 }
 
+/// The seed of one node's grouping in the hierarchical pass: derived from the scenario's seed
+/// with the node as an id (a sum seed + node would make seed 1's node 1 seed 2's node 0).
+std::uint64_t node_seed(std::uint64_t seed, int node) { return Rng::derive_seed(seed, Stream::kGraceGrouping, node, 0); }
+
 }  // namespace
 
 std::vector<int> spectral_clustering(const Eigen::MatrixXd& affinity, int k, std::uint64_t seed) {
@@ -154,7 +158,7 @@ std::vector<int> spectral_clustering(const Eigen::MatrixXd& affinity, int k, std
   std::vector<int> best;
   double best_inertia = std::numeric_limits<double>::infinity();
   for (int r = 0; r < kRestarts; ++r) {
-    Rng rng = Rng::derive(seed, 0x96ACE001ULL, static_cast<std::uint64_t>(r));
+    Rng rng = Rng::derive(seed, Stream::kGraceGrouping, r);
     double inertia = 0.0;
     std::vector<int> label = kmeans_once(x, k, rng, inertia);
     if (inertia < best_inertia - 1e-12) {
@@ -303,7 +307,7 @@ std::vector<int> hierarchical_grouping(const Eigen::MatrixXd& affinity, int node
     Eigen::MatrixXd sub(m, m);
     for (Eigen::Index i = 0; i < m; ++i)
       for (Eigen::Index j = 0; j < m; ++j) sub(i, j) = affinity(members[static_cast<std::size_t>(i)], members[static_cast<std::size_t>(j)]);
-    const ExpertGroups local = controlled_grouping(sub, gpus_per_node, r, seed + static_cast<std::uint64_t>(node));
+    const ExpertGroups local = controlled_grouping(sub, gpus_per_node, r, node_seed(seed, node));
     for (int d = 0; d < gpus_per_node; ++d)
       for (const int i : local[static_cast<std::size_t>(d)]) gpu_of[static_cast<std::size_t>(members[static_cast<std::size_t>(i)])] = node * gpus_per_node + d;
   }

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/invariants.hpp"
 #include "core/rng.hpp"
 #include "hardware/collectives.hpp"
 #include "models/operators.hpp"
@@ -28,8 +29,6 @@
 
 namespace moesim {
 namespace {
-
-constexpr std::uint64_t kAmoeRoutingStream = 0xA30E0001ULL;
 
 /// Tokens of one request waiting at one layer (a selection count, at an expert layer).
 struct Item {
@@ -217,7 +216,7 @@ void AmoeEngine::run() {
         e.attention_tokens_[static_cast<std::size_t>(b)] += n;
         for (const Item& it : batch) {
           Request& r = e.requests_[static_cast<std::size_t>(it.request)];
-          if (r.first_scheduled < 0) r.first_scheduled = s.sim.now();
+          r.mark_scheduled(s.sim.now());
         }
       } else {
         ops = expert_ops(s.model, {n});
@@ -262,7 +261,7 @@ void AmoeEngine::run() {
       }
       std::int64_t n = 0;
       for (const Item& it : batch) n += it.tokens;
-      Rng rng = Rng::derive(s.seed, kAmoeRoutingStream, s.attention_runs++, static_cast<std::uint64_t>(moe));
+      Rng rng = Rng::derive(s.seed, Stream::kAmoeRouting, s.attention_runs++, static_cast<std::uint64_t>(moe));
       const LayerRouting r = s.routing.route(static_cast<int>(s.attention_runs - 1), moe, n, rng);
       const int G = s.cluster.num_gpus(), k = s.model.top_k;
       std::vector<std::vector<Item>> to(static_cast<std::size_t>(G));
@@ -329,9 +328,7 @@ void AmoeEngine::run() {
       Request& r = e.requests_[static_cast<std::size_t>(it.request)];
       r.computed += it.tokens;
       ++r.generated;
-      if (r.first_token < 0) r.first_token = s.sim.now();
-      else r.itl_ms.push_back(ticks_to_ms(s.sim.now() - r.last_token));
-      r.last_token = s.sim.now();
+      r.record_tokens(s.sim.now(), 1);
       const bool iteration_over = s.barrier && s.barrier->finish_item();
       if (!r.done()) {
         if (s.barrier) s.next_iteration.push_back(it.request);
@@ -339,8 +336,7 @@ void AmoeEngine::run() {
         if (iteration_over) start_iteration();
         return;
       }
-      r.state = RequestState::kFinished;
-      r.finished = s.sim.now();
+      r.finish(s.sim.now());
       ++s.finished;
       s.kv[static_cast<std::size_t>(r.rank)].release(r.spec.id);
       --s.requests_on[static_cast<std::size_t>(r.rank)];
@@ -373,7 +369,7 @@ void AmoeEngine::run() {
     }
     void arrive(int i) {
       Request& r = e.requests_[static_cast<std::size_t>(i)];
-      r.arrived = s.sim.now();
+      r.arrive(s.sim.now());
       r.prefill_target = r.spec.prompt_tokens;
       s.waiting.push_back(i);
       admit_waiting();
@@ -419,9 +415,14 @@ void AmoeEngine::run() {
       s.sim.at(requests_[i].spec.arrival, [steps, i] { steps->arrive(static_cast<int>(i)); });
   }
   s.sim.run();
-  if (s.finished != static_cast<std::int64_t>(requests_.size()))
-    throw std::logic_error("amoe: " + std::to_string(static_cast<std::int64_t>(requests_.size()) - s.finished) +
-                           " requests never finished");
+  check_invariant(s.finished == static_cast<std::int64_t>(requests_.size()), Invariant::kRequestOnce, [&] {
+    return "amoe: " + std::to_string(static_cast<std::int64_t>(requests_.size()) - s.finished) + " requests never finished";
+  });
+  for (std::size_t g = 0; g < s.kv.size(); ++g)
+    check_invariant(s.kv[g].used_blocks() == 0, Invariant::kKvBalanced, [&] {
+      return "amoe: attention GPU " + std::to_string(g) + " still holds " + std::to_string(s.kv[g].used_blocks()) +
+             " KV blocks after every request finished";
+    });
 }
 
 }  // namespace moesim

@@ -138,7 +138,7 @@ void BM_Switch128OnDgx1(benchmark::State& state) {
   for (auto _ : state) {
     std::vector<LayerRouting> layers;
     for (int l = 0; l < moe_layers; ++l) {
-      Rng rng = Rng::derive(s.seed, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(l));
+      Rng rng = Rng::derive(s.seed, Stream::kBatchRouting, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(l));
       layers.push_back(routing->route(batch, l, s.workload.tokens_per_batch(), rng));
     }
     const BatchPlan plan = plan_batch(*policy, ctx, batch, layers);

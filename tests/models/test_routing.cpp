@@ -97,7 +97,7 @@ TEST(SystematicSample, CoSelectedPairsVary) {
 
 TEST(SystematicSample, DeterministicPerStream) {
   const auto pi = inclusion_probabilities(std::vector<double>(64, 1.0 / 64), 8);
-  Rng a = Rng::derive(1, 3, 5), b = Rng::derive(1, 3, 5), c = Rng::derive(2, 3, 5);
+  Rng a = Rng::derive(1, Stream::kBatchRouting, 3, 5), b = Rng::derive(1, Stream::kBatchRouting, 3, 5), c = Rng::derive(2, Stream::kBatchRouting, 3, 5);
   const auto ra = systematic_sample(pi, 8, 1000, a).experts;
   EXPECT_EQ(ra, systematic_sample(pi, 8, 1000, b).experts);
   EXPECT_NE(ra, systematic_sample(pi, 8, 1000, c).experts);

@@ -31,7 +31,7 @@ std::unique_ptr<RoutingModel> make(const std::string& yaml, const RoutingContext
 
 // The runner's stream for (batch, layer).
 LayerRouting route(const RoutingModel& m, int batch, int layer, std::int64_t tokens) {
-  Rng rng = Rng::derive(1, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(layer));
+  Rng rng = Rng::derive(1, Stream::kBatchRouting, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(layer));
   return m.route(batch, layer, tokens, rng);
 }
 

@@ -26,7 +26,7 @@ std::unique_ptr<RoutingModel> make(const std::string& kind, const std::string& y
 // Routes `tokens` tokens of (batch, layer) with the runner's stream and returns selection shares.
 std::vector<double> shares(const RoutingModel& m, std::int64_t tokens, int batch = 0, int layer = 0,
                            std::uint64_t seed = 1) {
-  Rng rng = Rng::derive(seed, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(layer));
+  Rng rng = Rng::derive(seed, Stream::kBatchRouting, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(layer));
   const LayerRouting r = m.route(batch, layer, tokens, rng);
   const auto c = r.expert_counts();
   std::vector<double> s(c.size());
@@ -121,7 +121,7 @@ TEST(RoutingModels, MoeShardRatio) {
 TEST(RoutingModels, TargetSkewnessMoeGps) {
   for (double target : {1.0, 1.4, 2.0, 3.0}) {
     const auto m = make("skewness", "{skewness: " + std::to_string(target) + "}", context(8, 2));
-    Rng rng = Rng::derive(3, 0, 0);
+    Rng rng = Rng::derive(3, Stream::kBatchRouting, 0, 0);
     const LayerRouting r = m->route(0, 0, 400000, rng);
     EXPECT_NEAR(r.skewness(), target, target * 0.02) << target;
   }
@@ -166,7 +166,7 @@ TEST(RoutingModels, FluctuatingPerBatchSameAcrossLayers) {
   const auto m = make("fluctuating", "", context(32, 1, 99));
   std::vector<double> hot_share;
   for (int b = 0; b < 20; ++b) {
-    Rng r0 = Rng::derive(99, b, 0), r1 = Rng::derive(99, b, 3);
+    Rng r0 = Rng::derive(99, Stream::kBatchRouting, b, 0), r1 = Rng::derive(99, Stream::kBatchRouting, b, 3);
     const auto p0 = m->distribution(b, 0, r0), p3 = m->distribution(b, 3, r1);
     EXPECT_EQ(p0, p3) << "batch " << b;  // the same alpha and hot set for every layer of a batch
     hot_share.push_back(*std::max_element(p0.begin(), p0.end()));
@@ -189,7 +189,7 @@ TEST(RoutingModels, SkewedDepthGradientRaisesSkewWithDepth) {
   }
   double prev = 0.0;
   for (int l = 0; l < 4; ++l) {
-    Rng r = Rng::derive(1, 0, static_cast<std::uint64_t>(l));
+    Rng r = Rng::derive(1, Stream::kBatchRouting, 0, static_cast<std::uint64_t>(l));
     const double skew = m->route(0, l, 20000, r).skewness();
     EXPECT_GT(skew, prev + 1.0) << l;  // alpha grows by 0.133 per layer: +2.1 in skewness
     prev = skew;
@@ -209,7 +209,7 @@ TEST(RoutingModels, ZeroDepthGradientChangesNothing) {
     const auto zero = make(kind, "{" + opts + ", depth_gradient: 0}", context(32, 2, 4));
     for (int b = 0; b < 3; ++b)
       for (int l = 0; l < 4; ++l) {
-        Rng a = Rng::derive(4, b, l), c = Rng::derive(4, b, l);
+        Rng a = Rng::derive(4, Stream::kBatchRouting, b, l), c = Rng::derive(4, Stream::kBatchRouting, b, l);
         EXPECT_EQ(plain->route(b, l, 3000, a).experts, zero->route(b, l, 3000, c).experts) << kind << b << l;
       }
   }
@@ -243,7 +243,7 @@ TEST(RoutingModels, DepthGradientOutsideUnitIntervalIsAnError) {
 TEST(RoutingModels, SameSeedSameRoutingDifferentSeedDifferent) {
   for (const std::string kind : {"uniform", "skewed", "zipf", "fluctuating"}) {
     const auto m = make(kind, "", context(64, 4, 5));
-    Rng a = Rng::derive(5, 1, 2), b = Rng::derive(5, 1, 2), c = Rng::derive(6, 1, 2);
+    Rng a = Rng::derive(5, Stream::kBatchRouting, 1, 2), b = Rng::derive(5, Stream::kBatchRouting, 1, 2), c = Rng::derive(6, Stream::kBatchRouting, 1, 2);
     const auto ra = m->route(1, 2, 5000, a).experts;
     EXPECT_EQ(ra, m->route(1, 2, 5000, b).experts) << kind;
     EXPECT_NE(ra, m->route(1, 2, 5000, c).experts) << kind;

@@ -35,7 +35,7 @@ std::unique_ptr<RoutingModel> make(const std::string& yaml, const RoutingContext
 
 // The runner's stream for (batch, layer).
 LayerRouting route(const RoutingModel& m, int batch, int layer, std::int64_t tokens, std::uint64_t seed = 1) {
-  Rng rng = Rng::derive(seed, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(layer));
+  Rng rng = Rng::derive(seed, Stream::kBatchRouting, static_cast<std::uint64_t>(batch), static_cast<std::uint64_t>(layer));
   return m.route(batch, layer, tokens, rng);
 }
 
@@ -205,7 +205,7 @@ TEST(TokenConditioned, DeterministicBySeed) {
   EXPECT_NE(ra.experts, rc.experts);
   EXPECT_NE(ra.token_ids, rc.token_ids);
   // Token ids and preferences come from the model's seed, not from the (batch, layer) stream.
-  Rng s7 = Rng::derive(7, 2, 1);
+  Rng s7 = Rng::derive(7, Stream::kBatchRouting, 2, 1);
   const LayerRouting same_stream = c->route(2, 1, 5000, s7);
   EXPECT_NE(same_stream.token_ids, ra.token_ids);
   EXPECT_NE(same_stream.experts, ra.experts);

@@ -79,7 +79,7 @@ TEST(TraceRouting, ReproducesOlmoeShares) {
   auto counts = csv_counts(excerpt(), "olmoe,arxiv,0,");
   ASSERT_EQ(counts.size(), 64u);
   const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
-  Rng rng = Rng::derive(1, 0, 0);
+  Rng rng = Rng::derive(1, Stream::kBatchRouting, 0, 0);
   const std::int64_t T = 200000;
   const LayerRouting r = m->route(0, 0, T, rng);
   const auto got = r.expert_counts();
@@ -154,7 +154,7 @@ TEST(TraceRouting, JsonLayoutAndZeroCountExperts) {
   const auto l1 = m->distribution(0, 0, rng);
   EXPECT_EQ(l1, (std::vector<double>{0.75, 0.25, 0.0, 0.0}));  // expert 3 absent = 0
   EXPECT_DOUBLE_EQ(m->distribution(0, 1, rng)[2], 0.25);
-  Rng r = Rng::derive(1, 0, 0);
+  Rng r = Rng::derive(1, Stream::kBatchRouting, 0, 0);
   const auto c = m->route(0, 0, 10000, r).expert_counts();
   EXPECT_EQ(c[2] + c[3], 0);  // exact zeros are never selected
   EXPECT_NE(error_of("{file: " + file + ", model: x}", context(4, 1)).find("JSON"), std::string::npos);
@@ -169,7 +169,7 @@ TEST(TraceRouting, SharedSwitchJson) {
   Rng rng(1);
   const auto p = m->distribution(0, 0, rng);
   EXPECT_NEAR(p[47], 10027.0 / 206866.0, 1e-12);
-  Rng r = Rng::derive(1, 0, 0);
+  Rng r = Rng::derive(1, Stream::kBatchRouting, 0, 0);
   const auto skew = m->route(0, 0, 206866, r).skewness();
   EXPECT_NEAR(skew, 10027.0 / 206866.0 * 128, 1.0);  // max/mean ~ 6.2
   EXPECT_THROW(make_trace("{file: " + file.string() + "}", context(64, 1)), InputError);

@@ -228,7 +228,7 @@ class ExFlowPlan : public ::testing::Test {
   PolicyContext context() const {
     PolicyContext ctx{model, cluster, wl};
     ctx.profile_routing = [this](int i, int l) {
-      Rng rng = Rng::derive(seed, 1000 + static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(l));
+      Rng rng = Rng::derive(seed, Stream::kProfileRouting, i, static_cast<std::uint64_t>(l));
       return routing->route(-(i + 1), l, wl.tokens_per_batch(), rng);
     };
     return ctx;
@@ -236,7 +236,7 @@ class ExFlowPlan : public ::testing::Test {
   std::vector<LayerRouting> batch(int b) const {
     std::vector<LayerRouting> layers;
     for (int l = 0; l < model.num_moe_layers(); ++l) {
-      Rng rng = Rng::derive(seed, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l));
+      Rng rng = Rng::derive(seed, Stream::kBatchRouting, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l));
       layers.push_back(routing->route(b, l, wl.tokens_per_batch(), rng));
     }
     return layers;

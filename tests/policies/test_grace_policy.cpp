@@ -8,6 +8,9 @@
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "core/diagnostics.hpp"
+#include "core/rng.hpp"
+#include "models/routing.hpp"
+#include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {
 namespace {
@@ -115,6 +118,38 @@ TEST(GracePolicy, EveryAblationRunsAndIsDeterministic) {
   ASSERT_EQ(a["runs"].size(), 3u);
   EXPECT_EQ(a.dump(), b.dump());
   for (const auto& r : a["runs"]) EXPECT_GT(r["metrics"]["layer_latency_ms"]["mean"].get<double>(), 0.0);
+}
+
+TEST(GracePolicy, ReplicaChoicesFollowTheScenarioSeed) {
+  // Issue 30, class 5: GRACE passed its stream constant where the seed belongs, so its weighted
+  // replica choices (§4.3) were the same under every seed. The routing here is fixed, so only the
+  // policy's own draws can change with the seed.
+  ModelSpec m = model_presets().get("mixtral-8x7b").value;
+  m.layers = 2;
+  m.hidden = 512;  // small experts keep every copy within GPU memory
+  m.expert_ffn = 1024;
+  ClusterSpec spec = testing_support::full_mesh(2, 2);
+  spec.nics_per_node = 2;
+  spec.nic_bandwidth_Gbps = 200.0;
+  const Cluster cluster(spec);
+  PrefillWorkload wl;
+  wl.batch_size = 8;
+  wl.seq_len = 64;
+  wl.batches = 1;
+  // Top-2 with expert 0 hot: the profile has co-activation (so GRACE groups and replicates) and
+  // the batch is this fixed draw, the same under every scenario seed.
+  Rng draw = Rng::derive(99, Stream::kBatchRouting, 0, 0);
+  const LayerRouting r = systematic_sample({0.9, 0.3, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1}, 2, wl.tokens_per_batch(), draw);
+  const auto gpu_tokens = [&](std::uint64_t seed) {
+    PolicyContext ctx{m, cluster, wl};
+    ctx.seed = seed;
+    ctx.profile_routing = [&r](int, int) { return r; };
+    auto grace = testing_support::make_policy("grace", YAML::Load("{grouping: hierarchical, replication: fixed, routing: wrr}"));
+    return testing_support::plan_with(*grace, ctx, r).moe.front().gpu_tokens;
+  };
+  const auto one = gpu_tokens(1);
+  EXPECT_EQ(one, gpu_tokens(1));
+  EXPECT_NE(one, gpu_tokens(2));
 }
 
 }  // namespace moesim

@@ -111,7 +111,7 @@ TEST_P(PolicyProperties, ConservesTopTwoSelectionsAcrossNodes) {
   two_nodes.nics_per_node = 2;
   two_nodes.nic_bandwidth_Gbps = 200.0;
   const auto batches = run(m, two_nodes, wl, [&](int b, int l) {
-    Rng rng = Rng::derive(7, static_cast<std::uint64_t>(b + 10), static_cast<std::uint64_t>(l));
+    Rng rng = Rng::derive(7, Stream::kBatchRouting, static_cast<std::uint64_t>(b + 10), static_cast<std::uint64_t>(l));
     return systematic_sample(pi, 2, wl.tokens_per_batch(), rng);
   });
   expect_conserved(batches, 600, 4);
@@ -121,7 +121,7 @@ TEST_P(PolicyProperties, SameInputsGiveSameTimings) {
   const ModelSpec m = small_model("switch-base-8", 4);
   const PrefillWorkload wl = workload(8, 64);
   auto route = [&](int b, int l) {
-    Rng rng = Rng::derive(3, static_cast<std::uint64_t>(b + 5), static_cast<std::uint64_t>(l));
+    Rng rng = Rng::derive(3, Stream::kBatchRouting, static_cast<std::uint64_t>(b + 5), static_cast<std::uint64_t>(l));
     return systematic_sample({0.5, 0.2, 0.1, 0.1, 0.05, 0.05, 0.0, 0.0}, 1, wl.tokens_per_batch(), rng);
   };
   const auto a = run(m, testing_support::full_mesh(1, 4), wl, route);

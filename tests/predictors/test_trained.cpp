@@ -18,7 +18,6 @@ namespace moesim {
 namespace {
 
 constexpr std::uint64_t kSeed = 5;
-constexpr std::uint64_t kTrainStream = 0x7A11ULL;
 
 /// Mixtral 8x7B (8 experts, top-2) cut to two MoE layers, 16 sequences of 512 tokens per batch
 /// (MoE-GPS §3.2 measured sequences of 512), routed by `routing_yaml` of routing model `kind`.
@@ -47,14 +46,14 @@ struct Bench {
   PredictorContext context() const {
     PredictorContext ctx{model, workload, 4};
     ctx.training_routing = [this](int i, int l) {
-      Rng rng = Rng::derive(kSeed, kTrainStream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(l));
+      Rng rng = Rng::derive(kSeed, Stream::kTrainingRouting, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(l));
       return routing->route(-1000 - i, l, workload.tokens_per_batch(), rng);
     };
     return ctx;
   }
 
   LayerRouting batch(int b, int l) const {
-    Rng rng = Rng::derive(kSeed, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l));
+    Rng rng = Rng::derive(kSeed, Stream::kBatchRouting, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l));
     return routing->route(b, l, workload.tokens_per_batch(), rng);
   }
 
@@ -74,7 +73,7 @@ struct Bench {
     int n = 0;
     for (int b = 0; b < 4; ++b)
       for (int l = 0; l < model.num_moe_layers(); ++l, ++n) {
-        Rng rng = Rng::derive(kSeed, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l), 1);
+        Rng rng = Rng::derive(kSeed, Stream::kBatchRouting, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(l), 1);
         sum += 1.0 - pred.forecast(b, l, batch(b, l), rng).error;
       }
     return sum / n;

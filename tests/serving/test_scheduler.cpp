@@ -14,6 +14,7 @@ Request make_request(std::int64_t id, std::int64_t prompt, std::int64_t output) 
   Request r;
   r.spec = RequestSpec{id, 0, prompt, output};
   r.prefill_target = prompt;
+  r.arrive(0);
   return r;
 }
 
