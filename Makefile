@@ -101,11 +101,12 @@ sanitize: deps
 	  meson test -C $(SANITIZE_BUILD) --print-errorlogs
 
 # Fuzzing (tests/fuzz/): a clang build with libFuzzer, ASan and UBSan in build-fuzz/, then each
-# target for FUZZ_SECONDS from a scratch corpus seeded with scenarios/ and tests/data/ (the seed
-# folders are only read). Crashing inputs land in build-fuzz/findings/; any finding fails the run.
-# Reproduce one with ./build-fuzz/tests/fuzz/<target> <file>.
+# target for FUZZ_SECONDS from a scratch corpus seeded with scenarios/, tests/data/ and
+# tests/fuzz/seeds/<target>/ (the seed folders are only read). Crashing inputs land in
+# build-fuzz/findings/; any finding fails the run.
+# Reproduce one with ./build-fuzz/tests/fuzz/<target> <file>. FUZZ_TARGETS="..." runs only those.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := fuzz_scenario fuzz_measurements
+FUZZ_TARGETS := fuzz_scenario fuzz_measurements fuzz_trace fuzz_lengths fuzz_json
 FUZZ_APT_PACKAGES := clang libclang-rt-14-dev
 FUZZ_FLAGS := -max_len=16384 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1
 fuzz: deps
@@ -114,7 +115,7 @@ fuzz: deps
 	  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=2 -Ddebug=false -Dcpp_args=-g1 \
 	  -Dtests=disabled -Dbenchmarks=disabled -Dcuda=disabled
 	ninja -C build-fuzz
-	@mkdir -p build-fuzz/findings build-fuzz/corpus/fuzz_scenario build-fuzz/corpus/fuzz_measurements; \
+	@mkdir -p build-fuzz/findings $(addprefix build-fuzz/corpus/,fuzz_scenario fuzz_measurements fuzz_trace fuzz_lengths fuzz_json); \
 	for f in $$(find scenarios -name '*.yaml') tests/fuzz/seeds/fuzz_scenario/*; do \
 	  cp "$$f" build-fuzz/corpus/fuzz_scenario/$$(echo "$$f" | tr / _); \
 	done; \
@@ -123,6 +124,12 @@ fuzz: deps
 	    { printf "\\$$(printf %03o $$i)"; cat "$$f"; } > build-fuzz/corpus/fuzz_measurements/$$i$$(echo "$$f" | tr / _); \
 	  done; \
 	done; \
+	for t in fuzz_trace fuzz_lengths fuzz_json; do \
+	  for f in tests/fuzz/seeds/$$t/*; do cp "$$f" build-fuzz/corpus/$$t/seed_$$(basename "$$f"); done; \
+	done; \
+	for f in $$(find scenarios -name '*.csv'); do cp "$$f" build-fuzz/corpus/fuzz_trace/$$(echo "$$f" | tr / _); done; \
+	grep -rhE '^ *(prompt|output)_tokens: ' scenarios --include='*.yaml' | sed -E 's/^ *[a-z_]+: //' | sort -u | \
+	  awk '{ f = sprintf("build-fuzz/corpus/fuzz_lengths/scenarios_%d", NR); printf "0%s", $$0 > f; close(f) }'; \
 	failed=""; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s (log: build-fuzz/$$t.log)"; \
 	  ./build-fuzz/tests/fuzz/$$t $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/$$t.dict \

@@ -58,6 +58,10 @@ std::vector<Run> load_runs(const std::string& given) {
   for (const auto& r : j["runs"]) {
     if (!r.is_object() || !r.contains("metrics") || !r["metrics"].is_object())
       throw InputError(SourceLocation{file, 1, 1}, "not a moesim result: a run without \"metrics\"");
+    for (const char* id : {"policy", "label", "predictor", "predictor_label"})
+      if (r.contains(id) && !r[id].is_string())  // value() would throw nlohmann's type_error
+        throw InputError(SourceLocation{file, 1, 1},
+                         std::string("not a moesim result: a run's \"") + id + "\" must be a string");
     Run run{name, r.value("policy", ""), r.value("label", ""), r.value("predictor", ""), r.value("predictor_label", ""), {}, {}};
     flatten(r["metrics"], "", run);
     runs.push_back(std::move(run));

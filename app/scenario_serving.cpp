@@ -208,6 +208,11 @@ LengthDist read_length(const YAML::Node& node, const std::string& key, const std
         d.mean = p.get_float("mean");
         d.std = p.get_float("std");
       }
+      // Without `max` a normal is truncated at mean + 4·std, which must respect the limit too.
+      if (d.kind == K::kNormal && !p.given("max") && d.largest() > static_cast<std::int64_t>(kMaxRequestTokens))
+        diags.error(at_key(p, "std", where), "'" + key + "': a normal without 'max' is truncated at mean + 4 std = " +
+                                                 std::to_string(d.largest()) +
+                                                 " tokens, past the 100000000-token limit; give 'max'");
       if (d.min > d.max && (d.kind != K::kNormal || p.given("max")))
         diags.error(at_key(p, "max", where), "'max' (" + std::to_string(d.max) + ") of '" + key +
                                                  "' is smaller than 'min' (" + std::to_string(d.min) + ")");

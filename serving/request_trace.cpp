@@ -141,8 +141,9 @@ std::vector<TraceRequest> parse_request_trace(const std::string& text, const std
         } else if (v < 1.0) {
           diags.error(at, std::string("'") + kColumns[c] + "' must be >= 1, got " + cell.text);
           row_ok = false;
+        } else {  // only now does it fit: converting 1e30 to int64 is undefined
+          (c == 1 ? r.prompt_tokens : r.output_tokens) = static_cast<std::int64_t>(v);
         }
-        (c == 1 ? r.prompt_tokens : r.output_tokens) = static_cast<std::int64_t>(v);
       }
     }
     if (time_ok) {  // later rows are checked against the last well-formed time

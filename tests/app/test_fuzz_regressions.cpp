@@ -1,4 +1,5 @@
-// Issue 17, "Fuzzing": every input the libFuzzer targets (tests/fuzz/) found crashing, fed through
+// Issue 17, "Fuzzing", and issue 30 (traces, length distributions, the JSON of `compare` and
+// `sweep merge`): every input the libFuzzer targets (tests/fuzz/) found crashing, fed through
 // the same library API the target calls. Each named test pins one finding's expected answer (a
 // located input error); the replay test runs every saved input in tests/fuzz/regressions/ the way
 // its target does, so a saved input that is not yet a named test is still covered.
@@ -17,6 +18,7 @@
 #include "calibrate/measurements.hpp"
 #include "core/diagnostics.hpp"
 #include "sim/tick.hpp"
+#include "tests/fuzz/fuzz_inputs.hpp"
 #include "tests/support/diagnostics.hpp"
 
 namespace moesim {
@@ -84,6 +86,32 @@ std::vector<Diagnostic> measurement_errors(unsigned char selector, const std::st
     return e.diagnostics();
   }
   return {};
+}
+
+/// What fuzz_trace, fuzz_lengths and fuzz_json do with one input (tests/fuzz/fuzz_inputs.hpp):
+/// returns the diagnostics (empty when it is accepted); an accepted input that breaks a promise
+/// of its reader is a test failure.
+template <typename Replay>
+std::vector<Diagnostic> issue30_errors(Replay replay, const std::string& data) {
+  try {
+    replay(data);
+  } catch (const InputError& e) {
+    return e.diagnostics();
+  } catch (const TimeRangeError& e) {
+    return {Diagnostic{SourceLocation{"fuzz", 0, 0}, e.what()}};
+  } catch (const fuzz::BrokenProperty& e) {
+    ADD_FAILURE() << e.what();
+  }
+  return {};
+}
+std::vector<Diagnostic> trace_errors(const std::string& text) {
+  return issue30_errors([](const std::string& d) { fuzz::trace_input(d); }, text);
+}
+std::vector<Diagnostic> length_errors(const std::string& data) {
+  return issue30_errors([](const std::string& d) { fuzz::length_input(d); }, data);
+}
+std::vector<Diagnostic> json_errors(const std::string& data) {
+  return issue30_errors([](const std::string& d) { fuzz::json_input(d); }, data);
 }
 
 using testing_support::mentions;
@@ -240,6 +268,23 @@ TEST(FuzzRegressions, MeasurementJsonGpusPastIntAreRefusedNotTruncated) {
   EXPECT_TRUE(mentions(u, "collectives[0].gpus: must be at most 1048576, got 18446744073709551615")) << all(u);
 }
 
+// Finding in the request-trace reader (issue 30): a token count past int64's range (1e30, -1e300)
+// was reported and then converted to int64 anyway (UBSan: float-cast-overflow).
+TEST(FuzzRegressions, TraceTokenCountPastInt64IsLocatedNotConverted) {
+  const auto d = trace_errors("arrived_at_s,prompt_tokens,output_tokens\n0,1e30,1\n0,2,-1e300\n");
+  EXPECT_TRUE(mentions(d, "fuzz.csv:2:3: error: 'prompt_tokens' must be a whole number of tokens, got 1e30")) << all(d);
+  EXPECT_TRUE(mentions(d, "fuzz.csv:3:5: error: 'output_tokens' must be a whole number of tokens, got -1e300")) << all(d);
+}
+
+// Finding in `moesim compare` (issue 30): a run whose "policy" (or label, predictor) is not a
+// string was an internal error (nlohmann's type_error 302) instead of a located input error.
+TEST(FuzzRegressions, CompareRunIdentityOfTheWrongTypeIsLocated) {
+  const auto d = json_errors(std::string(1, '\0') + R"({"runs": [{"policy": 3, "metrics": {"makespan_ms": 1}}]})");
+  EXPECT_TRUE(mentions(d, "result.json:1:1: error: not a moesim result: a run's \"policy\" must be a string")) << all(d);
+  const auto label = json_errors(std::string(1, '\1') + R"({"runs": [{"label": [], "metrics": {}}]})");
+  EXPECT_TRUE(mentions(label, "a run's \"label\" must be a string")) << all(label);
+}
+
 // Every saved input ends in a located input error or loads; nothing else (a crash, an internal
 // error) is acceptable. The run is under the sanitizers in `make sanitize`.
 TEST(FuzzRegressions, EverySavedInputIsAnInputErrorOrLoads) {
@@ -258,6 +303,14 @@ TEST(FuzzRegressions, EverySavedInputIsAnInputErrorOrLoads) {
     if (!data.empty()) measurement_errors(static_cast<unsigned char>(data[0]), data.substr(1));
     ++replayed;
   }
+  for (const auto& [target, replay] : {std::pair{"fuzz_trace", &trace_errors}, std::pair{"fuzz_lengths", &length_errors},
+                                       std::pair{"fuzz_json", &json_errors}})
+    for (const auto& e : fs::directory_iterator(dir / target)) {
+      if (e.path().filename().string().starts_with(".")) continue;
+      SCOPED_TRACE(e.path().string());
+      replay(read_file(e.path()));
+      ++replayed;
+    }
   EXPECT_GT(replayed, 0);
 }
 

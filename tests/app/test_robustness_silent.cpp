@@ -59,6 +59,11 @@ TEST(Silent, ContradictoryModelFieldsNameBoth) {
 TEST(Silent, LengthDistributionsPastTheirRangeAreErrors) {
   expect_refused(kBase, "'mean' must be <= 1e+08", {"workload.prompt_tokens={dist: normal, mean: 1e300, std: 1e300}"});
   expect_refused(kBase, "'prompt_tokens' must be at most 100000000 tokens", {"workload.prompt_tokens=1000000000"});
+  // Found by fuzz_lengths (regressions/fuzz_lengths/normal-default-max-past-the-limit): without
+  // 'max' a normal is truncated at mean + 4 std, which passed the limit though each field kept it.
+  expect_refused(kBase, "truncated at mean + 4 std = 100003999 tokens, past the 100000000-token limit",
+                 {"workload.prompt_tokens={dist: normal, mean: 99999999, std: 1000}"});
+  expect_refused(kBase, "past the 100000000-token limit", {"workload.output_tokens={dist: normal, mean: 1e8, std: 1e8}"});
 }
 
 TEST(Silent, TracesAreReadStrictly) {

@@ -1,0 +1,42 @@
+// libFuzzer target: the length distributions of the serving workload (issue 30, "fuzz targets
+// extended to ... length distributions").
+//
+// The first byte's low bit picks `workload.prompt_tokens` (0) or `output_tokens` (1); the rest is
+// its YAML value (an integer, {dist: fixed|uniform|normal|zipf, ...}, or anything else), loaded
+// in a minimal serving scenario by load_scenario_text. A distribution that loads must keep its
+// bounds and mean within [1, 1e8] tokens (README, "Input limits"), and 64 requests drawn from it
+// (the workload only: nothing is simulated) must have lengths within those bounds
+// (tests/fuzz/fuzz_inputs.hpp). InputError is the expected answer to bad input (TimeRangeError
+// to arrivals past simulated time's range); anything else is a finding.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string_view>
+
+#include "core/diagnostics.hpp"
+#include "sim/tick.hpp"
+#include "tests/fuzz/fuzz_inputs.hpp"
+
+namespace {
+
+[[noreturn]] void finding(const char* what) {
+  std::fprintf(stderr, "fuzz_lengths: internal error: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    moesim::fuzz::length_input(std::string_view(reinterpret_cast<const char*>(data), size));
+  } catch (const moesim::InputError&) {
+  } catch (const moesim::TimeRangeError&) {
+  } catch (const std::exception& e) {
+    finding(e.what());
+  } catch (...) {
+    finding("a non-standard exception");
+  }
+  return 0;
+}
