@@ -44,18 +44,22 @@ MeasurementWindow MeasurementWindow::of(const std::vector<Request>& requests, st
     w.measured_output_tokens += r.spec.output_tokens;
   }
   if (w.measured == 0) return w;
-  w.first_arrival = first_arrival;
-  for (const Request& r : requests)
-    if (r.spec.id >= warmup_requests && r.first_token > w.last_arrival) ++w.backlog_at_last_arrival;
-  const Tick span = w.last_arrival - w.first_arrival;
-  w.start = w.first_arrival;
-  if (span <= 0) {
+  w.first_arrival = w.start = first_arrival;
+  if (w.last_arrival <= w.first_arrival) {
     // Measured requests that all arrive at one instant (an offline batch): measured to the end.
     w.end = w.last_finish;
     w.ends_at_completion = true;
     return w;
   }
-  w.steady = static_cast<double>(w.backlog_cleared()) <= kSteadyClearFraction * static_cast<double>(span);
+  // Completions (warm-up requests' too) while the measured requests arrive, against those
+  // arrivals (n − 1 gaps, as offered_rate_per_s counts them).
+  std::int64_t served = 0;
+  for (const Request& r : requests) {
+    if (r.finished > w.first_arrival && r.finished <= w.last_arrival) ++served;
+    if (r.spec.id >= warmup_requests && r.first_token > w.last_arrival) ++w.backlog_at_last_arrival;
+  }
+  w.served_fraction = static_cast<double>(served) / static_cast<double>(w.measured - 1);
+  w.steady = w.served_fraction >= kSteadyServedFraction;
   w.end = w.steady ? w.last_arrival : w.last_finish;
   w.ends_at_completion = !w.steady;
   return w;
@@ -66,7 +70,8 @@ nlohmann::json MeasurementWindow::to_json() const {
           {"end_s", seconds(end)},
           {"ends_at", ends_at_completion ? "last completion" : "last arrival"},
           {"backlog_at_last_arrival", backlog_at_last_arrival},
-          {"backlog_cleared_after_last_arrival_s", seconds(backlog_cleared())}};
+          {"backlog_cleared_after_last_arrival_s", seconds(backlog_cleared())},
+          {"served_fraction", served_fraction}};
 }
 
 ServingMetrics::ServingMetrics(const Cluster& cluster, std::int64_t warmup_requests)
@@ -246,17 +251,15 @@ void add_steady_state_warning(nlohmann::json& run) {
   const nlohmann::json& m = run["metrics"];
   if (m.value("steady_state", true)) return;
   const nlohmann::json& w = m["measurement_window"];
-  const double clear = w["backlog_cleared_after_last_arrival_s"].get<double>();
-  const double span = m["measured_arrival_span_s"].get<double>();
   std::ostringstream text;
   text << std::fixed;
   text.precision(2);
-  text << "the run never reached a steady state: " << w["backlog_at_last_arrival"].get<std::int64_t>()
-       << " measured requests were still waiting for their first token when the last one arrived, and serving those took " << clear
-       << " s after arrivals stopped (arrivals spanned " << span << " s); the offered load ("
-       << m["offered_rate_per_s"].get<double>() << " requests/s) exceeds what the deployment sustains ("
-       << m["request_rate_per_s"].get<double>()
-       << " requests/s), so rates are measured from the first arrival to the last completion "
+  text << "the run never reached a steady state: while its measured requests arrived ("
+       << m["offered_rate_per_s"].get<double>() << " requests/s over " << m["measured_arrival_span_s"].get<double>()
+       << " s) it completed " << 100.0 * w["served_fraction"].get<double>() << "% as many, and "
+       << w["backlog_at_last_arrival"].get<std::int64_t>() << " were still waiting for their first token when the last "
+       << "arrived; the load exceeds what the deployment sustains, or the run is shorter than a request's life "
+          "(add warm-up requests), so rates are measured from the first arrival to the last completion "
           "(metrics.measurement_window)";
   run["warnings"].push_back(text.str());
 }

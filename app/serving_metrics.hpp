@@ -28,22 +28,26 @@ RequestLatency request_latency(const Request& r);
 /// The interval a serving run's rates are measured over, and whether the run reached a steady
 /// state (issue 30). It opens at the first measured arrival. A steady run (below capacity, or
 /// near it) closes at the last measured arrival: the window is the time the offered load is on,
-/// and rates match the offered rate. A run that never reaches a steady state — the deployment
-/// falls further behind with every request, so that when arrivals stop a backlog is left that
-/// takes more than a tenth of the arrival span to reach its first tokens — closes at the last
-/// measured completion: rates are the work the deployment completed over the time it took, which
-/// for a long run is the rate it sustains. (Closing at the last arrival there measured ramp-up
-/// only: 0 tokens/s for AMoE and ~6% of that for static-ep in the issue's example.) An offline
-/// batch (every measured request arriving at once) is measured to its last completion.
+/// and rates match the offered rate. A run that never reaches a steady state, because the
+/// deployment falls further behind with every request, closes at the last measured completion:
+/// rates are the work the deployment completed over the time it took, which for a long run is
+/// the rate it sustains. (Closing at the last arrival there measured ramp-up only: 0 tokens/s for
+/// AMoE in the issue's example.) An offline batch (every measured request arriving at once) is
+/// measured to its last completion.
+///
+/// A steady state shows in the completions: while the measured requests arrive, a deployment
+/// that keeps up completes about as many requests as arrive (with the warm-up longer than a
+/// request's life, README "Metrics"). A run that completes fewer than 90% as many is not steady:
+/// it falls further behind with every request (the work queues for a first token, or crowds the
+/// running batch so that every step is slower), or it is a transient shorter than one request's
+/// life. Either way the arrival window does not hold its rate.
 struct MeasurementWindow {
-  /// A run is steady when the measured requests still waiting for their first token at the last
-  /// arrival all had it within this share of the arrival span. Below capacity that is one TTFT;
-  /// above it the backlog grew throughout, and serving it takes (load / capacity − 1) of the span.
-  static constexpr double kSteadyClearFraction = 0.1;
+  static constexpr double kSteadyServedFraction = 0.9;
 
   Tick start = 0, end = 0;
   bool steady = true;
   bool ends_at_completion = false;  ///< closed at the last completion (not steady, or an offline batch)
+  double served_fraction = 1.0;     ///< completions while the measured requests arrived, per arrival
   std::int64_t measured = 0;        ///< requests past the warm-up
   Tick first_arrival = 0, last_arrival = 0, last_first_token = 0, last_finish = 0;  ///< of the measured requests
   std::int64_t backlog_at_last_arrival = 0;  ///< measured requests with no token yet at the last arrival

@@ -4,6 +4,8 @@
 // determinism; and deployments refused at the policy entry.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -293,8 +295,15 @@ TEST(AmoeServing, FlfsLivelocksUnderContinuousArrivals) {
   std::string csv;
   const auto defrag = run_amoe_serving(s, s.policies[1], csv);
   const auto flfs = run_amoe_serving(s, s.policies[2], csv);
-  EXPECT_GT(metric(defrag, "request_rate_per_s"), 40.0);
-  EXPECT_LT(metric(flfs, "request_rate_per_s"), 0.1 * metric(defrag, "request_rate_per_s"));
+  // Both fall behind 400 requests/s, so neither is steady and their rates are taken to the last
+  // completion (issue 30), after arrivals stop and FLFS drains quickly. The livelock is in what
+  // they complete while requests keep arriving: the window's served fraction.
+  const auto served = [](const nlohmann::json& run) {
+    return run["metrics"]["measurement_window"]["served_fraction"].get<double>();
+  };
+  EXPECT_GT(served(defrag), 0.1);  // over 40 of each 400 arriving per second
+  EXPECT_LT(served(flfs), 0.1 * served(defrag));
+  std::printf("served while arriving: defrag %.3f, flfs %.4f\n", served(defrag), served(flfs));
 }
 
 }  // namespace moesim
