@@ -10,31 +10,12 @@
 // answer to bad input; anything else is a finding.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <exception>
+#include <string>
 #include <string_view>
 
-#include "core/diagnostics.hpp"
 #include "tests/fuzz/fuzz_inputs.hpp"
-
-namespace {
-
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "fuzz_json: internal error: %s\n", what);
-  std::abort();
-}
-
-}  // namespace
+#include "tests/fuzz/fuzz_target.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  try {
-    moesim::fuzz::json_input(std::string_view(reinterpret_cast<const char*>(data), size));
-  } catch (const moesim::InputError&) {
-  } catch (const std::exception& e) {
-    finding(e.what());
-  } catch (...) {
-    finding("a non-standard exception");
-  }
-  return 0;
+  return moesim::fuzz::run_input("fuzz_json", [&] { moesim::fuzz::json_input(std::string_view(reinterpret_cast<const char*>(data), size)); });
 }

@@ -7,17 +7,13 @@
 // anything else (another exception, a crash, a sanitizer report, a hang) is a finding.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
-#include "core/diagnostics.hpp"
-#include "sim/tick.hpp"
+#include "tests/fuzz/fuzz_target.hpp"
 
 namespace {
 
@@ -47,25 +43,13 @@ bool small_enough_to_check(const moesim::Scenario& s) {
   return tokens <= 65536 && s.hardware.num_gpus() <= 64 && s.serving_workload.requests <= 1024;
 }
 
-[[noreturn]] void finding(const char* what) {
-  std::fprintf(stderr, "fuzz_scenario: internal error: %s\n", what);
-  std::abort();
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const Input in = split_input(std::string_view(reinterpret_cast<const char*>(data), size));
-  try {
+  return moesim::fuzz::run_input("fuzz_scenario", [&] {
     // base_dir: a relative trace or profile path resolves against the seed scenarios' folder.
     const moesim::Scenario s = moesim::load_scenario_text(in.yaml, "fuzz.yaml", in.overrides, "scenarios");
     if (small_enough_to_check(s)) moesim::check_scenario_fits(s);
-  } catch (const moesim::InputError&) {
-  } catch (const moesim::TimeRangeError&) {
-  } catch (const std::exception& e) {
-    finding(e.what());
-  } catch (...) {
-    finding("a non-standard exception");
-  }
-  return 0;
+  });
 }
