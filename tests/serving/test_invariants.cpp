@@ -38,6 +38,19 @@ Request arrived(std::int64_t output_tokens) {
   return r;
 }
 
+/// arrived(output_tokens), then scheduled at tick 150.
+Request scheduled(std::int64_t output_tokens) {
+  Request r = arrived(output_tokens);
+  r.mark_scheduled(150);
+  return r;
+}
+
+/// A step produced `tokens` more output tokens of `r` at tick `at`, as the scheduler counts them.
+void emit(Request& r, std::int64_t tokens, Tick at) {
+  r.generated += tokens;
+  r.record_tokens(at, tokens);
+}
+
 }  // namespace
 
 TEST(Invariants, EachHasOneDistinctName) {
@@ -54,10 +67,8 @@ TEST(Invariants, RequestOnceArrivesOnceAndFinishesOnce) {
             }),
             "request-once");
   EXPECT_EQ(broken_by([] {
-              Request r = arrived(1);
-              r.mark_scheduled(150);
-              r.generated = 1;
-              r.record_tokens(300, 1);
+              Request r = scheduled(1);
+              emit(r, 1, 300);
               r.finish(300);
               r.finish(400);
             }),
@@ -66,27 +77,19 @@ TEST(Invariants, RequestOnceArrivesOnceAndFinishesOnce) {
 
 TEST(Invariants, ExactOutputNeitherShortNorLong) {
   EXPECT_EQ(broken_by([] {
-              Request r = arrived(3);
-              r.mark_scheduled(150);
-              r.generated = 2;
-              r.record_tokens(300, 1);
+              Request r = scheduled(3);
+              emit(r, 2, 300);
               r.finish(300);
             }),
             "exact-output");
   EXPECT_EQ(broken_by([] {
-              Request r = arrived(3);
-              r.mark_scheduled(150);
-              r.generated = 4;
-              r.record_tokens(300, 4);
+              Request r = scheduled(3);
+              emit(r, 4, 300);
             }),
             "exact-output");
   EXPECT_EQ(broken_by([] {
-              Request r = arrived(3);
-              r.mark_scheduled(150);
-              for (int t = 1; t <= 3; ++t) {
-                r.generated = t;
-                r.record_tokens(200 + t, 1);
-              }
+              Request r = scheduled(3);
+              for (int t = 1; t <= 3; ++t) emit(r, 1, 200 + t);
               r.finish(400);
             }),
             "");
@@ -100,17 +103,13 @@ TEST(Invariants, RequestCausalityOrdersArrivalScheduleTokensFinish) {
             "request-causality");
   EXPECT_EQ(broken_by([] {
               Request r = arrived(1);
-              r.generated = 1;
-              r.record_tokens(300, 1);  // never scheduled
+              emit(r, 1, 300);  // never scheduled
             }),
             "request-causality");
   EXPECT_EQ(broken_by([] {
-              Request r = arrived(2);
-              r.mark_scheduled(150);
-              r.generated = 1;
-              r.record_tokens(300, 1);
-              r.generated = 2;
-              r.record_tokens(250, 1);  // before its previous token
+              Request r = scheduled(2);
+              emit(r, 1, 300);
+              emit(r, 1, 250);  // before its previous token
             }),
             "request-causality");
 }
