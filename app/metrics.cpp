@@ -6,6 +6,7 @@
 #include <numeric>
 #include <utility>
 
+#include "app/sorted_values.hpp"
 
 namespace moesim {
 
@@ -18,7 +19,7 @@ nlohmann::json distribution_summary(std::vector<double> v, bool with_p90) {
     j["p99"] = 0.0;
     return j;
   }
-  std::sort(v.begin(), v.end());
+  sort_values(v);
   auto rank = [&](double q) {
     const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
     return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];

@@ -1,9 +1,12 @@
 #include "app/serving_metrics.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "app/batch_recorder.hpp"
 #include "core/invariants.hpp"
@@ -126,6 +129,10 @@ void ServingMetrics::add_gpu_busy(int gpu, Tick compute, Tick scheduling) {
 nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
   std::vector<double> ttft, itl, tpot, e2e, queue;
   std::int64_t measured = 0, within_slo = 0;
+  std::size_t gaps = 0;
+  for (const Request& r : engine.requests())
+    if (r.spec.id >= warmup_) gaps += r.itl_ms.size();
+  itl.reserve(gaps);
   const auto meets_slo = [&](const RequestLatency& l) {
     return (!config.slo_ttft_ms || l.ttft_ms <= *config.slo_ttft_ms) &&
            (!config.slo_tpot_ms || !l.has_tpot || l.tpot_ms <= *config.slo_tpot_ms);
@@ -164,11 +171,11 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   }
   const auto per_s = [&](double v) { return window > 0 ? v / window : 0.0; };
   nlohmann::json m;
-  m["ttft_ms"] = distribution_summary(ttft, true);
-  m["itl_ms"] = distribution_summary(itl, true);
-  m["tpot_ms"] = distribution_summary(tpot, true);
-  m["e2e_ms"] = distribution_summary(e2e, true);
-  m["queue_delay_ms"] = distribution_summary(queue, true);
+  m["ttft_ms"] = distribution_summary(std::move(ttft), true);
+  m["itl_ms"] = distribution_summary(std::move(itl), true);
+  m["tpot_ms"] = distribution_summary(std::move(tpot), true);
+  m["e2e_ms"] = distribution_summary(std::move(e2e), true);
+  m["queue_delay_ms"] = distribution_summary(std::move(queue), true);
   m["throughput_tokens_per_s"] = per_s(static_cast<double>(out_tokens));
   m["input_throughput_tokens_per_s"] = per_s(static_cast<double>(in_tokens));
   m["requests_completed"] = measured;
@@ -271,14 +278,41 @@ std::string requests_csv_header() {
 
 void write_requests_csv(std::ostream& out, const std::string& label, const std::vector<Request>& requests,
                         std::int64_t warmup_requests) {
-  out.precision(9);
+  // One row per request (18,432 a step at EP72 decode): formatted with std::to_chars into one
+  // buffer, whose "%.9g" is the ostream's precision(9) text, character for character.
+  std::string row;
+  char text[32];
+  const auto put = [&](auto v) {
+    std::to_chars_result r;
+    if constexpr (std::is_floating_point_v<decltype(v)>)
+      r = std::to_chars(text, text + sizeof text, v, std::chars_format::general, 9);
+    else
+      r = std::to_chars(text, text + sizeof text, v);
+    row.append(text, r.ptr);
+    row.push_back(',');
+  };
   for (const Request& r : requests) {
     const RequestLatency l = request_latency(r);
-    out << label << ',' << r.spec.id << ',' << (r.spec.id < warmup_requests ? 1 : 0) << ',' << seconds(r.arrived) << ','
-        << r.spec.prompt_tokens << ',' << r.spec.output_tokens << ',' << r.pool << ',' << r.gpu << ','
-        << seconds(r.first_scheduled) << ',' << seconds(r.first_token) << ',' << seconds(r.finished) << ','
-        << l.queue_delay_ms << ',' << l.ttft_ms << ',' << l.tpot_ms << ',' << l.e2e_ms << ','
-        << max_of(r.itl_ms) << ',' << r.preemptions << '\n';
+    row.assign(label);
+    row.push_back(',');
+    put(r.spec.id);
+    put(r.spec.id < warmup_requests ? 1 : 0);
+    put(seconds(r.arrived));
+    put(r.spec.prompt_tokens);
+    put(r.spec.output_tokens);
+    put(r.pool);
+    put(r.gpu);
+    put(seconds(r.first_scheduled));
+    put(seconds(r.first_token));
+    put(seconds(r.finished));
+    put(l.queue_delay_ms);
+    put(l.ttft_ms);
+    put(l.tpot_ms);
+    put(l.e2e_ms);
+    put(max_of(r.itl_ms));
+    put(r.preemptions);
+    row.back() = '\n';
+    out.write(row.data(), static_cast<std::streamsize>(row.size()));
   }
 }
 

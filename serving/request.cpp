@@ -1,5 +1,6 @@
 #include "serving/request.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "core/invariants.hpp"
@@ -7,6 +8,7 @@
 namespace moesim {
 
 namespace {
+constexpr std::int64_t kReservedGaps = 1 << 16;
 std::string named(const Request& r) { return "request " + std::to_string(r.spec.id); }
 }  // namespace
 
@@ -38,6 +40,9 @@ void Request::record_tokens(Tick now, std::int64_t tokens) {
   } else {
     const std::int64_t n = tokens > 1 ? tokens : 1;
     const double gap = ticks_to_ms(now - last_token) / static_cast<double>(n);
+    // Room for every gap at once (capped: a 10^8-token request grows as it goes), so a serving
+    // run does not reallocate and copy each request's gaps a dozen times.
+    if (itl_ms.empty()) itl_ms.reserve(static_cast<std::size_t>(std::min<std::int64_t>(spec.output_tokens, kReservedGaps)));
     for (std::int64_t i = 0; i < n; ++i) itl_ms.push_back(gap);
   }
   last_token = now;
