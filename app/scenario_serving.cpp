@@ -341,7 +341,8 @@ std::vector<ParamSpec> scheduler_specs(const EngineProfile& e) {
       float_param("progress_interval_s", "0.5", "s", "CLI progress refresh (does not affect results)", 0.0),
       int_param("layer_sampling", "1", "MoE layers",
                 "approximation for large searches: each step plans one MoE layer in every N consecutive ones "
-                "(rotating with the step), and its times and bytes count N times over; 1 = every layer (exact). "
+                "(rotating with the step), and its times and bytes count N times over; 1 = every layer (exact), "
+                "N >= the model's MoE layers = one MoE layer per step. "
                 "Measured error and speed: README, Serving speed",
                 1.0, 256.0),
       ParamSpec{"two_batch_overlap", ParamType::kBool, "false", "",
