@@ -86,7 +86,7 @@ PlanCommand::PlanCommand(CLI::App& app) {
   cmd_->add_option("--finalists", finalists_, "candidates simulated in full after the estimate (default 10)")
       ->check(CLI::Range(1, 100000));
   cmd_->add_option("--estimate-layer-sampling", sampling_,
-                   "serving.layer_sampling of the estimate (default: one MoE layer in ceil(MoE layers / 8))")
+                   "serving.layer_sampling of the estimate (default: the model's MoE layers, one planned per step)")
       ->check(CLI::Range(1, 256));
   cmd_->add_option("--estimate-span", span_, "the estimate's span of arrivals, a fraction of the scenario's (default 0.5)")
       ->check(CLI::Range(0.05, 1.0));

@@ -79,11 +79,13 @@ struct PlanBase {
     return o;
   }
 
-  /// --estimate-layer-sampling, or by default one MoE layer in every ceil(moe layers / 8): about
-  /// eight planned per step, whatever the depth.
+  /// --estimate-layer-sampling, or by default one MoE layer planned per step, standing for all of
+  /// them: the estimate only ranks candidates, and on the serving speed benchmarks one layer per
+  /// step keeps throughput, mean TPOT and TTFT within 3% of the exact run (README, Serving speed)
+  /// at a fraction of the cost (DeepSeek-V3's 57 estimates on up to 64 GPUs: 7 minutes).
   int estimate_sampling() const {
     if (spec.estimate_layer_sampling > 0) return spec.estimate_layer_sampling;
-    return std::clamp((scenario.model.num_moe_layers() + 7) / 8, 1, 256);
+    return std::clamp(scenario.model.num_moe_layers(), 1, 256);
   }
 
   std::string load_text(double load) const {

@@ -15,7 +15,8 @@
 //   2. estimate: the others are simulated on the analytic network with layer sampling (serving.
 //      layer_sampling), their capacity found by a short search of the load;
 //   3. full: the best --finalists and the scenario's own deployment are simulated with the
-//      scenario's network and every layer, the load searched from the estimate's.
+//      scenario's network and layer sampling (by default every layer), the load searched from the
+//      estimate's.
 // A candidate's capacity is the highest load (arrival rate, or clients of a closed loop) at which
 // the SLO attainment -- the fraction of measured requests whose TTFT and TPOT both meet the SLO
 // -- is at least the --percentile: doubled or halved from the start until it brackets the
@@ -79,7 +80,7 @@ struct PlanSpec {
   std::size_t finalists = 10;               ///< candidates simulated in full (besides the scenario's)
   int estimate_steps = 2;                   ///< bisection steps of the estimate
   int full_steps = 4;                       ///< bisection steps of the full run
-  int estimate_layer_sampling = 0;          ///< serving.layer_sampling of the estimate (0: ceil(MoE layers / 8))
+  int estimate_layer_sampling = 0;          ///< serving.layer_sampling of the estimate (0: one MoE layer per step)
   double estimate_span = 0.5;               ///< the estimate's span of arrivals, as a fraction of the scenario's
 };
 
