@@ -7,6 +7,7 @@
 
 #include "core/invariants.hpp"
 #include "models/operators.hpp"
+#include "serving/rank_load_index.hpp"
 #include "serving/two_batch.hpp"
 #include "sim/network_backend.hpp"
 
@@ -48,6 +49,7 @@ struct ServingEngine::Engine {
 /// A pool's schedulers and the step in flight.
 struct ServingEngine::PoolState {
   std::vector<RankScheduler> ranks;
+  RankLoadIndex load;  ///< ranks' outstanding requests, for the router (kept by enqueue / retire)
   bool busy = false;
   bool start_pending = false;
   int next_step = 0;
@@ -78,6 +80,7 @@ ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools
     auto st = std::make_unique<PoolState>();
     for (int g = 0; g < pool.ranks(); ++g)
       st->ranks.emplace_back(setup_.scheduler, PagedKvCache(pool.kv_blocks[static_cast<std::size_t>(g)], setup_.scheduler.kv_block_tokens));
+    st->load.reset(st->ranks.size());
     if (pool.gpus != cluster.num_gpus()) {
       for (int g = 0; g < pool.gpus; ++g) st->gpu_of.push_back(pool.first_gpu + g);
       for (int e = 0; e < pool.view->num_endpoints(); ++e) st->endpoint_of.push_back(pool.global_endpoint(e, cluster));
@@ -124,11 +127,20 @@ void ServingEngine::run() {
     }
 }
 
-int ServingEngine::least_loaded_rank(const PoolState& p) const {
-  int best = 0;
-  for (int g = 1; g < static_cast<int>(p.ranks.size()); ++g)
-    if (p.ranks[static_cast<std::size_t>(g)].outstanding() < p.ranks[static_cast<std::size_t>(best)].outstanding()) best = g;
-  return best;
+int ServingEngine::least_loaded_rank(const PoolState& p) const { return p.load.least_loaded(); }
+
+void ServingEngine::enqueue_at(int pool, int rank, Request& r) {
+  PoolState& p = *state_[static_cast<std::size_t>(pool)];
+  RankScheduler& s = p.ranks[static_cast<std::size_t>(rank)];
+  s.enqueue(&r);
+  p.load.set(static_cast<std::size_t>(rank), s.outstanding());
+}
+
+void ServingEngine::retire_from(int pool, int rank, Request& r) {
+  PoolState& p = *state_[static_cast<std::size_t>(pool)];
+  RankScheduler& s = p.ranks[static_cast<std::size_t>(rank)];
+  s.retire(&r);
+  p.load.set(static_cast<std::size_t>(rank), s.outstanding());
 }
 
 std::vector<int> ServingEngine::entry_pools() const {
@@ -168,7 +180,7 @@ void ServingEngine::arrive(std::size_t index) {
   r.prefill_target = r.spec.prompt_tokens;
   if (setup_.prompt_cached) r.computed = r.spec.prompt_tokens;  // its blocks are taken at admission
   r.prefill_only = sp.role == PoolRole::kPrefill && r.spec.output_tokens > 1;
-  state_[static_cast<std::size_t>(pool)]->ranks[static_cast<std::size_t>(rank)].enqueue(&r);
+  enqueue_at(pool, rank, r);
   request_step(pool);
 }
 
@@ -423,7 +435,7 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
     const int prefill_pool = r.pool;
     RankScheduler& source = state_[static_cast<std::size_t>(prefill_pool)]->ranks[static_cast<std::size_t>(r.rank)];
     RankScheduler& target = state_[static_cast<std::size_t>(decode)]->ranks[static_cast<std::size_t>(rank)];
-    source.retire(&r);
+    retire_from(prefill_pool, r.rank, r);
     // The blocks move whole: none left on the prefill GPU, the decode GPU holding the context.
     check_invariant(source.cache().held_blocks(r.spec.id) == 0 &&
                         target.cache().held_blocks(r.spec.id) == target.cache().blocks_for(r.computed),
@@ -434,14 +446,14 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
                     });
     r.hand_over(now(), decode, rank,
                 pools_[static_cast<std::size_t>(decode)].first_gpu + rank * pools_[static_cast<std::size_t>(decode)].tensor_parallel);
-    target.enqueue(&r);
+    enqueue_at(decode, rank, r);
     request_step(decode);
     request_step(prefill_pool);  // its blocks are free again
   });
 }
 
 void ServingEngine::finish_request(Request& r) {
-  state_[static_cast<std::size_t>(r.pool)]->ranks[static_cast<std::size_t>(r.rank)].retire(&r);
+  retire_from(r.pool, r.rank, r);
   r.finish(now());
   ++finished_;
   if (setup_.arrival.process == ArrivalSpec::Process::kClosed && next_closed_ < requests_.size()) {

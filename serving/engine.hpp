@@ -95,6 +95,9 @@ class ServingEngine final : public ServingOutcome {
   void try_transfers();
   void finish_request(Request& r);
   int least_loaded_rank(const PoolState& p) const;
+  /// Queues `r` on a rank / removes it from one, keeping the pool's load index current.
+  void enqueue_at(int pool, int rank, Request& r);
+  void retire_from(int pool, int rank, Request& r);
   /// The pools a new request may enter: colocated or prefill pools (decode pools when prompts
   /// are cached), in order.
   std::vector<int> entry_pools() const;
