@@ -171,6 +171,11 @@ int run_cli(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors, serving engines");
   list->add_option("what", what, "models | hardware | policies | routing | predictors | engines (default: all)")
       ->check(CLI::IsMember({"models", "hardware", "policies", "routing", "predictors", "engines"}));
+  bool markdown = false;
+  list->add_flag("--markdown", markdown,
+                 "the full reference as Markdown: every scenario section's keys (type, default, unit, range, help) "
+                 "and every registry (docs/reference.md is this output)");
+  auto* schema = app.add_subcommand("schema", "print the JSON Schema of scenario files (scenarios/moesim.schema.json)");
 
   auto* cost = app.add_subcommand("cost", "print what the cost model predicts for one operation");
   cost->require_subcommand(1);
@@ -239,7 +244,8 @@ int run_cli(int argc, char** argv) {
     if (sweep.parsed()) return sweep.run();
     if (plan.parsed()) return plan.run();
     if (guideline.parsed()) return guideline.run();
-    if (list->parsed()) return cli_list(what.c_str());
+    if (list->parsed()) return markdown ? cli_list_markdown(what.c_str()) : cli_list(what.c_str());
+    if (schema->parsed()) return cli_schema();
     if (compare->parsed()) {
       compare_results(compare_options, std::cout);
       return 0;

@@ -20,6 +20,9 @@ int run_cli(int argc, char** argv);
 
 /// Subcommands implemented in their own files. `calibration` is a profile path or empty.
 int cli_list(const char* what);
+/// `moesim list --markdown` (the whole reference; `what` must be empty) and `moesim schema`.
+int cli_list_markdown(const char* what);
+int cli_schema();
 int cli_cost_gemm(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
                   const std::string& calibration, bool json, bool explain = false);
 /// `network_model` names the backend timing the collective's flows ("flow" or "analytic"); `nodes`

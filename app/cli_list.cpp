@@ -4,6 +4,7 @@
 #include <string>
 
 #include "app/cli.hpp"
+#include "app/scenario_reference.hpp"
 #include "hardware/cluster.hpp"
 #include "models/model_spec.hpp"
 #include "models/routing.hpp"
@@ -66,6 +67,20 @@ int cli_list(const char* what_c) {
     header("serving engines (serving.engine)");
     list_registry(engine_profiles());
   }
+  return 0;
+}
+
+int cli_list_markdown(const char* what) {
+  if (what[0] != '\0') {
+    std::cerr << "moesim list: --markdown prints the whole reference; give no category\n";
+    return 2;
+  }
+  std::cout << reference_markdown();
+  return 0;
+}
+
+int cli_schema() {
+  std::cout << scenario_schema_json();
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "app/scenario_keys.hpp"
 #include "app/scenario_sections.hpp"
 #include "app/scenario_serving.hpp"
 #include "core/yaml_input.hpp"
@@ -116,26 +117,6 @@ SourceLocation loc(const SourceMap& src, const YAML::Node& n, const YAML::Node& 
   return n ? src.locate(n) : src.locate(parent);
 }
 
-std::vector<ParamSpec> workload_specs() {
-  return {
-      ParamSpec{"kind", ParamType::kString, "prefill", "", "workload kind (serving: see scenario_serving.hpp)", {}, {},
-                {"prefill", "serving"}},
-      ParamSpec{"batch_size", ParamType::kInt, "8", "sequences", "sequences per batch", 1.0, {}, {}},
-      ParamSpec{"seq_len", ParamType::kInt, "128", "tokens", "tokens per sequence", 1.0, {}, {}},
-      // Each batch keeps a row of per-batch metrics in result.json: 10^6 is already ~1 GB of JSON.
-      ParamSpec{"batches", ParamType::kInt, "1", "", "batches processed one after another", 1.0, 1e6, {}},
-      ParamSpec{"warmup_batches", ParamType::kInt, "0", "batches",
-                "the first batches run but are left out of the metrics (state kept across batches, such as "
-                "replicas, warms up); must be fewer than batches",
-                0.0, {}, {}},
-      ParamSpec{"attention_parallelism", ParamType::kString, "data", "",
-                "data: each GPU attends over the sequences it holds; tensor: every GPU runs 1/G of the heads "
-                "over every sequence, then a ring all-reduce, and the tokens are shared evenly for the MoE "
-                "layer (MoE-GPS §2); heads must divide by the GPUs",
-                {}, {}, {"data", "tensor"}},
-  };
-}
-
 void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s, const SourceMap& src,
                   Diagnostics& diags, YAML::Node& resolved) {
   report_null_value(node, "routing", src, diags);
@@ -163,11 +144,7 @@ void read_routing(const YAML::Node& node, const YAML::Node& parent, Scenario& s,
   for (const ParamSpec& p : entry->value.params) routing_keys.push_back(p.name);
   const ParamSet draws = read_params(
       map,
-      {ParamSpec{"draws", ParamType::kString, "auto", "",
-                 "auto: a layer is drawn as selections per (GPU, expert) when the policy, the predictor and the "
-                 "routing model need no token identities (O(GPUs x experts) per layer, same per-expert marginals); "
-                 "tokens: always token by token",
-                 {}, {}, {"auto", "tokens"}}},
+      routing_draws_specs(),
       src, diags, routing_keys);
   s.routing.token_draws = draws.get_string("draws") == "tokens";
   resolved = s.routing.params.to_yaml();
@@ -289,10 +266,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
 
   const ParamSet top = read_params(
       root,
-      {ParamSpec{"name", ParamType::kString, "scenario", "", "scenario name (results go to results/<name>/)", {}, {}, {}},
-       ParamSpec{"description", ParamType::kString, "''", "", "free text", {}, {}, {}},
-       ParamSpec{"seed", ParamType::kInt, "1", "", "seed of every random draw (below 2^53: kept exactly)", 0.0, 9007199254740991.0, {}}},
-      src, diags, {"model", "hardware", "workload", "serving", "deployment", "policy", "predictor", "output"});
+      top_level_specs(), src, diags, top_level_sections());
   s.name = top.get_string("name");
   s.seed = static_cast<std::uint64_t>(top.get_int("seed"));
   if (s.name.empty() || s.name.find('/') != std::string::npos || s.name == "." || s.name == "..")
@@ -321,7 +295,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
       s.warnings.push_back(Diagnostic{SourceLocation{src.file(), 0, 0},
                                       "no 'workload' section: the prefill defaults apply (see `workload:` in the README)",
                                       true});
-    const ParamSet w = read_params(wl, workload_specs(), src, diags, {"routing"});
+    const ParamSet w = read_params(wl, prefill_workload_specs(), src, diags, {"routing"});
     s.workload.batch_size = w.get_int("batch_size");
     s.workload.seq_len = w.get_int("seq_len");
     s.workload.batches = w.get_int("batches");
@@ -418,9 +392,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   }
 
   const ParamSet out = read_params(
-      root["output"],
-      {ParamSpec{"trace", ParamType::kBool, "false", "", "write a Chrome trace (trace-<label>.json) per run", {}, {}, {}}},
-      src, diags);
+      root["output"], output_specs(), src, diags);
   s.trace = out.get_bool("trace");
   // AMoE runs on an engine of its own, which writes no trace (issue 29 merges it into the serving
   // engine): say so rather than leave the trace missing without a word.
@@ -456,6 +428,53 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
 }
 
 }  // namespace
+
+std::vector<ParamSpec> top_level_specs() {
+  return {
+      ParamSpec{"name", ParamType::kString, "scenario", "", "scenario name (results go to results/<name>/)", {}, {}, {}},
+      ParamSpec{"description", ParamType::kString, "''", "", "free text", {}, {}, {}},
+      ParamSpec{"seed", ParamType::kInt, "1", "", "seed of every random draw (below 2^53: kept exactly)", 0.0,
+                9007199254740991.0, {}},
+  };
+}
+
+const std::vector<std::string>& top_level_sections() {
+  static const std::vector<std::string> names{"model",      "hardware", "workload",  "serving",
+                                              "deployment", "policy",   "predictor", "output"};
+  return names;
+}
+
+std::vector<ParamSpec> prefill_workload_specs() {
+  return {
+      ParamSpec{"kind", ParamType::kString, "prefill", "", "workload kind (serving: see scenario_serving.hpp)", {}, {},
+                {"prefill", "serving"}},
+      ParamSpec{"batch_size", ParamType::kInt, "8", "sequences", "sequences per batch", 1.0, {}, {}},
+      ParamSpec{"seq_len", ParamType::kInt, "128", "tokens", "tokens per sequence", 1.0, {}, {}},
+      // Each batch keeps a row of per-batch metrics in result.json: 10^6 is already ~1 GB of JSON.
+      ParamSpec{"batches", ParamType::kInt, "1", "", "batches processed one after another", 1.0, 1e6, {}},
+      ParamSpec{"warmup_batches", ParamType::kInt, "0", "batches",
+                "the first batches run but are left out of the metrics (state kept across batches, such as "
+                "replicas, warms up); must be fewer than batches",
+                0.0, {}, {}},
+      ParamSpec{"attention_parallelism", ParamType::kString, "data", "",
+                "data: each GPU attends over the sequences it holds; tensor: every GPU runs 1/G of the heads "
+                "over every sequence, then a ring all-reduce, and the tokens are shared evenly for the MoE "
+                "layer (MoE-GPS §2); heads must divide by the GPUs",
+                {}, {}, {"data", "tensor"}},
+  };
+}
+
+std::vector<ParamSpec> routing_draws_specs() {
+  return {ParamSpec{"draws", ParamType::kString, "auto", "",
+                    "auto: a layer is drawn as selections per (GPU, expert) when the policy, the predictor and the "
+                    "routing model need no token identities (O(GPUs x experts) per layer, same per-expert marginals); "
+                    "tokens: always token by token",
+                    {}, {}, {"auto", "tokens"}}};
+}
+
+std::vector<ParamSpec> output_specs() {
+  return {ParamSpec{"trace", ParamType::kBool, "false", "", "write a Chrome trace (trace-<label>.json) per run", {}, {}, {}}};
+}
 
 RoutingContext routing_context(const Scenario& s) {
   RoutingContext rc;

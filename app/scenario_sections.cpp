@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "app/scenario_keys.hpp"
 #include "core/json_input.hpp"
 #include "models/hf_config.hpp"
 
@@ -66,6 +67,8 @@ const T* preset_of(const YAML::Node& node, const Registry<T>& reg, const SourceM
   return nullptr;
 }
 
+}  // namespace
+
 std::vector<ParamSpec> attention_specs(const AttentionSpec* b) {
   const bool d = b != nullptr;
   AttentionSpec z;
@@ -84,8 +87,6 @@ std::vector<ParamSpec> attention_specs(const AttentionSpec* b) {
       int_field("v_head_dim", a.v_head_dim, true, "", "MLA value head dim", 0, kMaxWidth),
   };
 }
-
-}  // namespace
 
 std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
   const bool d = b != nullptr;
