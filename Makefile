@@ -55,7 +55,7 @@ build: configure
 # then serving speed against its targets and the serving scale table (SERVING_ARGS: --budget S
 # per case, default 300; --only targets|scale), then `moesim plan` on its two cases (PLAN_ARGS: --only
 # mixtral|deepseek, --budget S).
-# Figures recorded in the README.
+# Figures recorded in docs/benchmarks.md.
 bench: build
 	MOESIM_SOURCE_ROOT=$(CURDIR) ./$(BUILD)/tests/bench_engine
 	python3 tests/bench/scale_table.py --moesim ./$(BUILD)/moesim $(SCALE_ARGS)
@@ -71,7 +71,7 @@ papers: build
 # Validation against real serving: one scenario per measured configuration of
 # validation/serving/measurements.csv (generated into validation/serving/scenarios/), each run once
 # (outputs in results/validation/), then the per-case table validation/serving/results.md and the
-# summary block of README.md (median |error| per metric against the issue's targets).
+# summary block of docs/validation.md (median |error| per metric against the issue's targets).
 validate: build
 	python3 validation/serving/make_scenarios.py && python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim
 

@@ -200,7 +200,7 @@ DIR/results.csv    one row per (point, run), sorted by point, byte-identical wha
 Resume: run the same command again; points already in results.jsonl are skipped (an interrupted
 last line is rewritten). A different definition in DIR is refused. Traces are never written.
 Shards: --shard K/N runs only the points whose index mod N is K-1, into its own DIR (resumable
-as above). On N machines (GNU parallel, a Slurm job array: see the README), then
+as above). On N machines (GNU parallel, a Slurm job array: see docs/guide.md), then
 `moesim sweep merge DIR1 ... DIRN --out DIR` writes the folder the whole sweep on one machine
 would have: the same sweep.json and results.csv byte for byte, results.jsonl in point order.
 Exit codes: 0 success, 2 bad input or a point that failed while running (recorded with its

@@ -81,7 +81,7 @@ struct PlanBase {
 
   /// --estimate-layer-sampling, or by default one MoE layer planned per step, standing for all of
   /// them: the estimate only ranks candidates, and on the serving speed benchmarks one layer per
-  /// step keeps throughput, mean TPOT and TTFT within 3% of the exact run (README, Serving speed)
+  /// step keeps throughput, mean TPOT and TTFT within 3% of the exact run (docs/benchmarks.md, Serving speed)
   /// at a fraction of the cost (DeepSeek-V3's 57 estimates on up to 64 GPUs: 7 minutes).
   int estimate_sampling() const {
     if (spec.estimate_layer_sampling > 0) return spec.estimate_layer_sampling;

@@ -293,7 +293,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   } else {
     if (!wl)
       s.warnings.push_back(Diagnostic{SourceLocation{src.file(), 0, 0},
-                                      "no 'workload' section: the prefill defaults apply (see `workload:` in the README)",
+                                      "no 'workload' section: the prefill defaults apply (see `workload:` in docs/guide.md)",
                                       true});
     const ParamSet w = read_params(wl, prefill_workload_specs(), src, diags, {"routing"});
     s.workload.batch_size = w.get_int("batch_size");

@@ -343,7 +343,7 @@ std::vector<ParamSpec> scheduler_specs(const EngineProfile& e) {
                 "approximation for large searches: each step plans one MoE layer in every N consecutive ones "
                 "(rotating with the step), and its times and bytes count N times over; 1 = every layer (exact), "
                 "N >= the model's MoE layers = one MoE layer per step. "
-                "Measured error and speed: README, Serving speed",
+                "Measured error and speed: docs/benchmarks.md, Serving speed",
                 1.0, 256.0),
       ParamSpec{"two_batch_overlap", ParamType::kBool, "false", "",
                 "split each step into two micro-batches whose computation overlaps the other's expert dispatch and "

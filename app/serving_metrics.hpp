@@ -37,7 +37,7 @@ RequestLatency request_latency(const Request& r);
 ///
 /// A steady state shows in the completions: while the measured requests arrive, a deployment
 /// that keeps up completes about as many requests as arrive (with the warm-up longer than a
-/// request's life, README "Metrics"). A run that completes fewer than 90% as many is not steady:
+/// request's life, docs/guide.md "Metrics"). A run that completes fewer than 90% as many is not steady:
 /// it falls further behind with every request (the work queues for a first token, or crowds the
 /// running batch so that every step is slower), or it is a transient shorter than one request's
 /// life. Either way the arrival window does not hold its rate.

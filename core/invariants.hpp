@@ -3,7 +3,7 @@
 // down its own. They are checked in every build, where the state they read is already at hand
 // (a request's life cycle, a KV cache's blocks, a MoE layer's plan, an all-to-all's flows), so
 // they cost a comparison each. A broken one stops the run with an internal error that names it:
-// it is a bug in moesim, never bad input. README "Invariants" lists them; the tests that check
+// it is a bug in moesim, never bad input. docs/design.md "Invariants" lists them; the tests that check
 // each one cite its name.
 #include <cstdint>
 #include <stdexcept>

@@ -1,7 +1,7 @@
 // How far the uncalibrated cost models are from real A100 measurements (tests/data/a100/, copied
 // from ../shared/data/measured/a100 with provenance). Prints MAPE and max error per op class; the
 // bounds are loose on purpose (these are datasheet defaults, not fits) but can fail if a change
-// breaks the models. The README records the printed figures.
+// breaks the models. docs/validation.md records the printed figures.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`moesim plan` benchmark (`make bench`, README "Planning a deployment"): the issue's two cases
+"""`moesim plan` benchmark (`make bench`, docs/guide.md "Planning a deployment"): the issue's two cases
 against their targets, each one `moesim plan` child timed by wall clock (the targets are wall time
 on this machine's cores, --jobs = all of them).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale benchmark (`make bench`, README "Scale"): DeepSeek-V3 prefill with static expert
+"""Scale benchmark (`make bench`, docs/benchmarks.md "Scale"): DeepSeek-V3 prefill with static expert
 parallelism on 16 ... 1,024 H100s (DGX H100 nodes; its fp8 weights need 99 GB per GPU on one
 node, so 8 GPUs do not fit), one batch through every layer, for both
 network backends. Each case is one `moesim run` child; its CPU time and peak RSS come from

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Serving speed benchmark (`make bench`, README "Serving speed"): the serving cases of the speed
+"""Serving speed benchmark (`make bench`, docs/benchmarks.md "Serving speed"): the serving cases of the speed
 issue against their targets, then the serving scale table.
 
 Each case is one `moesim run` (or `moesim sweep`) child. Its CPU time and peak RSS come from

@@ -129,7 +129,7 @@ inline std::string length_scenario(std::string_view data) {
   return yaml + "\n";
 }
 
-/// The longest prompt or output a length distribution may give (README, "Input limits").
+/// The longest prompt or output a length distribution may give (docs/design.md, "Input limits").
 inline constexpr std::int64_t kMaxRequestTokens = 100'000'000;
 
 inline void check_length_dist(const LengthDist& d, const std::string& key) {

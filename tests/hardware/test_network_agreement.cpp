@@ -1,7 +1,7 @@
 // The analytic network backend against the flow backend (max-min fair sharing) on real cluster
 // topologies: a skewed all-to-all and a ring all-reduce on 8 to 64 GPUs. Agreement is asserted
 // where sim/analytic_network.hpp claims exactness; elsewhere the error is printed, not asserted.
-// The printed table is the one in README.md ("Network backends: flow or analytic").
+// The printed table is the one in docs/design.md ("Network backends: flow or analytic").
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// The serving invariants (core/invariants.hpp, README "Invariants", issue 30 class 6): each one
+// The serving invariants (core/invariants.hpp, docs/design.md "Invariants", issue 30 class 6): each one
 // named once, each broken on purpose where a test can reach it (and caught by name), and a
 // property test that serves every registered policy under every routing model, colocated and
 // disaggregated, with the checks on: every run must finish with all of them holding.

@@ -107,7 +107,7 @@ TEST(LayerSampling, IdenticalLayersTimeAsTheWholeStep) {
 
 TEST(LayerSampling, SkewedRoutingStaysCloseWithFewerEvents) {
   // Top-2 of 8 under skew: layers differ by their draws, so sampling is an estimate. Over 16
-  // layers and 24 steps its error stays within a few percent (the README measures the
+  // layers and 24 steps its error stays within a few percent (docs/benchmarks.md measures the
   // benchmark cases), with about 1/4 of the events.
   const nlohmann::json exact = serve(scenario("{}", 16, 2, 24));
   const nlohmann::json sampled = serve(scenario("{layer_sampling: 4}", 16, 2, 24));

@@ -3,7 +3,7 @@
 
 Runs `moesim cost dispatch|combine` for every H800 row of DeepEP's README (published.csv: the
 normal kernels at 4096 tokens EP8-64 and the low-latency kernels at 128 tokens EP8-256), writes
-validation/deepep/results.md and puts its table into README.md between the deepep markers.
+validation/deepep/results.md and puts its table into docs/validation.md between the deepep markers.
 
 The rows compared are the tables as they stand at DeepEP 567632d (the last V1 commit): normal
 EP8/EP16 from ebfe47e, EP32/EP64 from 3b1045d ("Fix the performance data"), low-latency from
@@ -114,7 +114,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--moesim", default=str(ROOT / "build" / "moesim"))
     ap.add_argument("--hardware", default="dgx-h800")
-    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--readme", default=str(ROOT / "docs" / "validation.md"))
     args = ap.parse_args()
     hardware, extra = pick_hardware(args)
     rows = list(csv.DictReader(open(HERE / "published.csv")))

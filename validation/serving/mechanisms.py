@@ -5,7 +5,7 @@ For each chosen validation case, runs its scenario as generated (the baseline of
 table) and with one mechanism switched (`moesim run --set KEY=VALUE`), and writes
 validation/serving/mechanisms.md: the measured output throughput, moesim's under each variant and
 its error, so a reader sees what MTP, two-batch overlap and DeepEP's kernels each move. It also
-rewrites the README block between `<!-- mechanisms:begin -->` and `<!-- mechanisms:end -->`.
+rewrites the docs/validation.md block between `<!-- mechanisms:begin -->` and `<!-- mechanisms:end -->`.
 The variants are ablations, not fits: no value is chosen to approach a measurement.
 """
 from __future__ import annotations
@@ -91,7 +91,7 @@ def main() -> int:
     (HERE / "mechanisms.md").write_text(header + text)
     print(text)
     if not args.no_readme:
-        readme = ROOT / "README.md"
+        readme = ROOT / "docs" / "validation.md"
         doc = readme.read_text()
         if BEGIN in doc and END in doc:
             a, b = doc.index(BEGIN) + len(BEGIN), doc.index(END)

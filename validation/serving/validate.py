@@ -6,7 +6,7 @@ Reads validation/serving/cases.json (written by make_scenarios.py), runs
 several at once, and writes validation/serving/results.md: one row per (case, metric) with the
 measured value, moesim's and the signed error (moesim - measured) / measured, then the median and
 mean |error| per metric (per model and overall) against the issue's targets. It also rewrites the
-block of README.md between `<!-- validation:begin -->` and `<!-- validation:end -->`.
+block of docs/validation.md between `<!-- validation:begin -->` and `<!-- validation:end -->`.
 
 Skipped cases and failed runs stay in the table with their reason. The exit status is non-zero
 only when a run failed (or moesim is missing), never for a miss against a target.
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CASES_PATH = HERE / "cases.json"
 RESULTS_MD = HERE / "results.md"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "validation.md"  # the validation page holds the table
 BEGIN, END = "<!-- validation:begin -->", "<!-- validation:end -->"
 
 # The targets (|error| in %), by metric. A metric without a target is still tabulated.
@@ -155,31 +155,31 @@ def summary(records: list[dict]) -> list[str]:
 
 def write_readme(summary_lines: list[str], counts: str) -> None:
     if not README.is_file():
-        print(f"warning: {README} not found; README not updated", file=sys.stderr)
+        print(f"warning: {README} not found; validation page not updated", file=sys.stderr)
         return
     text = README.read_text()
     if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
-        print(f"warning: README.md lacks the markers {BEGIN} ... {END}; README not updated", file=sys.stderr)
+        print(f"warning: docs/validation.md lacks the markers {BEGIN} ... {END}; validation page not updated", file=sys.stderr)
         return
     block = "\n".join([BEGIN, "", counts, "",
                        "Median and mean |error| of moesim against the measured runs (per case: "
-                       "[validation/serving/results.md](validation/serving/results.md); "
+                       "[validation/serving/results.md](../validation/serving/results.md); "
                        "regenerate with `make validate`):", "", *summary_lines, "", END])
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     new = head + block + tail
     if new != text:
         README.write_text(new)
-        print("README.md validation block updated")
+        print("docs/validation.md validation block updated")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--moesim", default="./build/moesim", help="the moesim binary (default ./build/moesim)")
     ap.add_argument("--only", metavar="REGEX", help="only cases whose id matches (re.search); the table then "
-                    "goes to results/validation/results.md and README.md is left alone")
+                    "goes to results/validation/results.md and docs/validation.md is left alone")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="scenarios run at once (default: CPUs)")
-    ap.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    ap.add_argument("--no-readme", action="store_true", help="leave docs/validation.md alone")
     ap.add_argument("--cases", type=Path, default=CASES_PATH, help="cases.json (default: the generated one)")
     ap.add_argument("--results-dir", default="results/validation", help="run outputs, relative to the repository")
     ap.add_argument("--reuse", action="store_true",
