@@ -9,7 +9,7 @@
 #include "core/diagnostics.hpp"
 #include "policies/policy.hpp"
 #include "predictors/predictor.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 
 namespace moesim {
 

@@ -19,7 +19,7 @@
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 #include "predictors/predictor.hpp"
 #include "sim/plan_executor.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "app/scenario.hpp"
 #include "app/serving_run.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 
 namespace moesim {
 

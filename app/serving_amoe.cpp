@@ -8,7 +8,7 @@
 #include "app/serving_metrics.hpp"
 #include "core/diagnostics.hpp"
 #include "models/operators.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 
 namespace moesim {
 

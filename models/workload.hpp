@@ -3,6 +3,7 @@
 // workload (arrivals, decode) will be a second kind next to this one.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace moesim {
 
@@ -21,5 +22,12 @@ struct PrefillWorkload {
   bool tensor_parallel_attention = false;
   std::int64_t tokens_per_batch() const { return batch_size * seq_len; }
 };
+
+/// Sequences of a batch per GPU: contiguous blocks, sizes differing by at most one.
+inline std::vector<std::int64_t> sequences_per_gpu(std::int64_t batch_size, int gpus) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(gpus));
+  for (int g = 0; g < gpus; ++g) out[static_cast<std::size_t>(g)] = (g + 1) * batch_size / gpus - g * batch_size / gpus;
+  return out;
+}
 
 }  // namespace moesim

@@ -21,7 +21,7 @@
 
 #include "models/model_spec.hpp"
 #include "policies/expert_parallel.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 #include "policies/quota_dispatch.hpp"
 
 namespace moesim {

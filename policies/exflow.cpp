@@ -41,7 +41,7 @@
 #include <tuple>
 
 #include "models/model_spec.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 
 namespace moesim {
 namespace {

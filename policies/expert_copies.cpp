@@ -5,7 +5,7 @@
 #include <string>
 
 #include "models/model_spec.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 
 namespace moesim {
 

@@ -2,12 +2,6 @@
 
 namespace moesim {
 
-std::vector<std::int64_t> sequences_per_gpu(std::int64_t batch_size, int gpus) {
-  std::vector<std::int64_t> out(gpus);
-  for (int g = 0; g < gpus; ++g) out[g] = (g + 1) * batch_size / gpus - g * batch_size / gpus;
-  return out;
-}
-
 StepShape prefill_shape(const PolicyContext& ctx) {
   const int G = ctx.cluster.num_gpus();
   const std::vector<std::int64_t> seqs = sequences_per_gpu(ctx.workload.batch_size, G);

@@ -5,15 +5,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/workload.hpp"
 #include "serving/step_planner.hpp"
 
 namespace moesim {
 
 /// A batch's plan: a step's plan.
 using BatchPlan = StepPlan;
-
-/// Sequences of a batch per GPU: contiguous blocks, sizes differing by at most one.
-std::vector<std::int64_t> sequences_per_gpu(std::int64_t batch_size, int gpus);
 
 /// The step shape of a batch of the context's prefill workload: each GPU's sequences, whole prompts.
 StepShape prefill_shape(const PolicyContext& ctx);

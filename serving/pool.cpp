@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "models/operators.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 
 namespace moesim {
 

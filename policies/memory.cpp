@@ -1,9 +1,9 @@
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 
 #include <sstream>
 
 #include "models/operators.hpp"
-#include "serving/batch_planner.hpp"
+#include "models/workload.hpp"
 
 namespace moesim {
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""The include direction the design promises: a folder includes only its own headers and those of
+the layers below it, never above or beside it.
+
+    core -> sim -> hardware, models -> calibrate, predictors -> policies -> serving -> app
+
+(`calibrate` reads measurements into hardware profiles; `policies` read predictors' forecasts;
+`tests` and the fuzz targets may include anything.) Prints every violation as FILE:LINE: and
+exits 1 when there is one.
+
+    check_layering.py SOURCE_ROOT
+"""
+import pathlib
+import re
+import sys
+
+LEVEL = {"core": 0, "sim": 1, "hardware": 2, "models": 2, "calibrate": 3, "predictors": 3, "policies": 4,
+         "serving": 5, "app": 6}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+
+
+def violations(root):
+    for path in sorted(root.glob("*/**/*.[ch]pp")):
+        rel = path.relative_to(root)
+        folder = rel.parts[0]
+        if folder not in LEVEL:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m or m.group(1) not in LEVEL or m.group(1) == folder:
+                continue
+            target = m.group(1)
+            if LEVEL[target] > LEVEL[folder]:
+                yield f"{rel}:{number}: {folder}/ includes {target}/, a layer above it"
+            elif LEVEL[target] == LEVEL[folder]:
+                yield f"{rel}:{number}: {folder}/ includes {target}/, a layer beside it"
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    found = list(violations(root))
+    for v in found:
+        print(v)
+    checked = sum(1 for p in root.glob("*/**/*.[ch]pp") if p.relative_to(root).parts[0] in LEVEL)
+    print(f"{checked} files checked, {len(found)} includes against the layering")
+    sys.exit(1 if found else 0)
+
+
+if __name__ == "__main__":
+    main()
