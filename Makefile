@@ -11,7 +11,7 @@ MESON_ARGS ?=
 # and the notebooks' Python stack (run with Debian's /usr/bin/python3; the tests execute a notebook).
 APT_PACKAGES := g++ pkg-config python3 meson ninja-build libboost-graph-dev libyaml-cpp-dev \
                 libeigen3-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev \
-                python3-matplotlib python3-pandas python3-yaml python3-jsonschema jupyter-nbconvert python3-nbconvert \
+                python3-matplotlib python3-pandas python3-yaml python3-jsonschema python3-pytest python3-dev pybind11-dev jupyter-nbconvert python3-nbconvert \
                 python3-nbclient python3-ipykernel parallel
 # The interpreter that has those packages (a pyenv or venv python3 on PATH does not).
 NOTEBOOK_PYTHON ?= /usr/bin/python3

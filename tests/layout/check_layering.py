@@ -2,7 +2,7 @@
 """The include direction the design promises: a folder includes only its own headers and those of
 the layers below it, never above or beside it.
 
-    core -> sim -> hardware, models -> calibrate, predictors -> policies -> serving -> app
+    core -> sim -> hardware, models -> calibrate, predictors -> policies -> serving -> app -> python
 
 (`calibrate` reads measurements into hardware profiles; `policies` read predictors' forecasts;
 `tests` and the fuzz targets may include anything.) Prints every violation as FILE:LINE: and
@@ -15,7 +15,7 @@ import re
 import sys
 
 LEVEL = {"core": 0, "sim": 1, "hardware": 2, "models": 2, "calibrate": 3, "predictors": 3, "policies": 4,
-         "serving": 5, "app": 6}
+         "serving": 5, "app": 6, "python": 7}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 
 

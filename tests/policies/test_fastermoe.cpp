@@ -16,7 +16,7 @@
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 #include "sim/plan_executor.hpp"
 #include "tests/support/policy_fixtures.hpp"
 

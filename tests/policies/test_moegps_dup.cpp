@@ -14,7 +14,7 @@
 #include "models/model_spec.hpp"
 #include "models/routing.hpp"
 #include "serving/batch_planner.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 #include "policies/moegps_dup.hpp"
 #include "tests/support/policy_fixtures.hpp"
 

@@ -12,7 +12,7 @@
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"
-#include "serving/memory.hpp"
+#include "policies/memory.hpp"
 #include "tests/support/policy_fixtures.hpp"
 
 namespace moesim {

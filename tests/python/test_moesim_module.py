@@ -1,0 +1,121 @@
+"""The Python module (`import moesim`) gives the CLI's answers: result.json, the resolved scenario
+and requests.csv byte for byte, the CLI's located errors as ScenarioError, a dict scenario the
+same results as its YAML, sweeps independent of their thread count, and the GIL released while a
+scenario simulates.
+
+Run by `meson test` (suite `python`) with the build tree's module on PYTHONPATH and MOESIM set to
+the CLI built beside it; by hand:
+    PYTHONPATH=python:build/python MOESIM=build/moesim python3 -m pytest tests/python
+"""
+import os
+import pathlib
+import subprocess
+import threading
+
+import pytest
+import yaml
+
+import moesim
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = os.environ.get("MOESIM", str(ROOT / "build" / "moesim"))
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+SERVING = ROOT / "scenarios" / "serving" / "mixtral-dgx-a100.yaml"
+SERVING_SETS = ["workload.requests=340"]
+# That short run never reaches a steady state, and says so (test_warnings_are_python_warnings).
+pytestmark = pytest.mark.filterwarnings("ignore::moesim.ScenarioWarning")
+
+
+def cli(*args, check=True):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, check=check)
+
+
+@pytest.mark.parametrize("scenario,sets", [(QUICKSTART, []), (SERVING, SERVING_SETS)])
+def test_run_writes_the_cli_files_byte_for_byte(tmp_path, scenario, sets):
+    overrides = [a for s in sets for a in ("--set", s)]
+    cli("run", scenario, "-q", "--jobs", "1", "--out", tmp_path / "cli", *overrides)
+    result = moesim.run(scenario, set=sets, out=tmp_path / "py")
+    for name in ("result.json", "scenario.resolved.yaml", "requests.csv"):
+        made = tmp_path / "cli" / name
+        if name == "requests.csv" and not made.exists():
+            continue
+        assert (tmp_path / "py" / name).read_bytes() == made.read_bytes(), name
+    assert len(result["runs"]) >= 1
+
+
+def test_serving_result_carries_the_requests_table():
+    result = moesim.run(SERVING, set=SERVING_SETS)
+    requests = result["requests"]
+    assert len(requests) == 340 * len(result["runs"])
+    assert {"ttft_ms", "tpot_ms"} <= set(requests.columns)
+
+
+def test_errors_are_the_cli_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: mixtral-9x7b\nhardware: dgx-h100\nworkload: {batch_size: 0}\n")
+    printed = cli("validate", bad, check=False)
+    assert printed.returncode == 2
+    with pytest.raises(moesim.ScenarioError) as caught:
+        moesim.validate(bad)
+    assert caught.value.errors == [line for line in printed.stderr.splitlines() if ": error: " in line]
+    assert len(caught.value.errors) == 2
+    with pytest.raises(moesim.ScenarioError):
+        moesim.run(bad)
+    with pytest.raises(moesim.ScenarioError, match="cannot read scenario file"):
+        moesim.run(tmp_path / "missing.yaml")
+    with pytest.raises(TypeError):
+        moesim.run(42)
+
+
+@pytest.mark.filterwarnings("default::moesim.ScenarioWarning")
+def test_warnings_are_python_warnings():
+    with pytest.warns(moesim.ScenarioWarning, match="never reached a steady state"):
+        moesim.run(SERVING, set=SERVING_SETS)
+    # validate returns its warnings rather than raising them
+    assert any("no 'workload' section" in w for w in moesim.validate({"model": "mixtral-8x7b", "hardware": "dgx-h100"}))
+
+
+def test_a_dict_is_its_yaml():
+    scenario = yaml.safe_load(QUICKSTART.read_text())
+    scenario["workload"]["batches"] = 2
+    from_dict = moesim.run(scenario)
+    from_yaml = moesim.run(yaml.safe_dump(scenario))
+    assert from_dict == from_yaml
+    assert from_dict["runs"][0]["metrics"] == moesim.run(QUICKSTART, set=["workload.batches=2"])["runs"][0]["metrics"]
+
+
+def test_sweep_is_a_table_independent_of_threads():
+    grid = {"workload.batch_size": [4, 8], "seed": [1, 2]}
+    one = moesim.sweep(QUICKSTART, grid, jobs=1)
+    two = moesim.sweep(QUICKSTART, grid, jobs=2)
+    runs = len(moesim.run(QUICKSTART)["runs"])
+    assert len(one) == 4 * runs
+    assert list(one["workload.batch_size"][::runs]) == [4, 4, 8, 8]
+    assert one.equals(two)
+
+
+def test_the_gil_is_released_while_simulating():
+    done = threading.Event()
+    ticks = 0
+
+    def simulate():
+        moesim.run(SERVING, set=SERVING_SETS)
+        done.set()
+
+    worker = threading.Thread(target=simulate)
+    worker.start()
+    while not done.is_set():  # counts only while this thread holds the GIL
+        ticks += 1
+    worker.join()
+    assert ticks > 10000
+
+
+def test_registries_reference_and_schema_match_the_cli():
+    names = [p["name"] for p in moesim.list("policies")]
+    assert "eplb" in names and all("params" in p for p in moesim.list("policies"))
+    assert [m["name"] for m in moesim.list("models")] == [
+        line.split()[0] for line in cli("list", "models").stdout.splitlines() if line.strip()]
+    with pytest.raises(ValueError):
+        moesim.list("nonsense")
+    assert moesim.reference() == cli("list", "--markdown").stdout
+    assert moesim.schema()["title"] == "moesim scenario"
