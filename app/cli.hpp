@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "hardware/cluster.hpp"
 #include "hardware/deepep.hpp"
 #include "app/plan.hpp"
@@ -25,6 +27,12 @@ int cli_list_markdown(const char* what);
 int cli_schema();
 int cli_cost_gemm(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
                   const std::string& calibration, bool json, bool explain = false);
+/// The cost queries behind `moesim cost gemm|allreduce|allgather|alltoall|sendrecv --json` (and
+/// moesim.cost in Python): what the CLI prints with --json, as JSON; InputError on bad arguments.
+nlohmann::json gemm_cost(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
+                         const std::string& calibration, bool explain);
+nlohmann::json collective_cost(const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
+                               const std::string& calibration, const std::string& network_model, bool explain);
 /// `network_model` names the backend timing the collective's flows ("flow" or "analytic"); `nodes`
 /// > 0 scales the preset to that many nodes.
 int cli_cost_collective(const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,

@@ -1,4 +1,5 @@
 // `moesim cost`: what the simulator believes one operation costs, in microseconds.
+#include <cmath>
 #include <iostream>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -165,8 +166,15 @@ void print_collective_explanation(const CollectiveExplanation& e) {
 
 }  // namespace
 
-int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long long k, const std::string& dtype_str,
-                  const std::string& calibration, bool json, bool explain) {
+nlohmann::json gemm_cost(const std::string& gpu_name, long long m, long long n, long long k, const std::string& dtype_str,
+                         const std::string& calibration, bool explain) {
+  // The CLI checks these as it parses; the Python module reaches here directly.
+  for (const auto& [name, v] : {std::pair<const char*, long long>{"m", m}, {"n", n}, {"k", k}})
+    if (v < 1) throw InputError(SourceLocation{std::string("--") + name, 0, 0}, "must be a positive whole number, got " + std::to_string(v));
+  DType dt;
+  if (dtype_str != "fp32" && dtype_str != "fp16" && dtype_str != "bf16" && dtype_str != "fp8")
+    throw InputError(SourceLocation{"--dtype", 0, 0}, "dtype '" + dtype_str + "' is not one of fp32, fp16, bf16, fp8");
+  parse_dtype(dtype_str, dt);
   GpuSpec gpu;
   std::shared_ptr<const HardwareCalibration> profile;
   if (!calibration.empty()) profile = std::make_shared<const HardwareCalibration>(load_calibration(calibration));
@@ -179,8 +187,6 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
     for (const auto& c : cluster_presets().names()) names.push_back(c);
     throw InputError(SourceLocation{"--gpu", 0, 0}, unknown_name_message("GPU", gpu_name, names));
   }
-  DType dt;
-  parse_dtype(dtype_str, dt);
   if (gpu.peak(dt) <= 0.0)
     throw InputError(SourceLocation{"--dtype", 0, 0}, gpu.name + " has no " + dtype_name(dt) +
                                                           " tensor cores (its " + dtype_name(dt) +
@@ -190,52 +196,87 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
   const double kernel_us = model.kernel_seconds(op) * 1e6;
   const double total_us = ticks_to_us(model.op_time(op));
   const double tflops = op.flops / (kernel_us * 1e-6) / 1e12;
+  nlohmann::json j{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", dtype_name(dt)}, {"m", m}, {"n", n}, {"k", k},
+                   {"calibrated", profile != nullptr},
+                   {"kernel_us", kernel_us}, {"time_us", total_us}, {"launch_us", gpu.kernel_launch_us},
+                   {"tflops", tflops}, {"efficiency", model.gemm_efficiency_parts(m, n, k, 1, dt).efficiency}};
+  if (explain) j["explain"] = explain_gemm(model, op);
+  return j;
+}
+
+int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long long k, const std::string& dtype_str,
+                  const std::string& calibration, bool json, bool explain) {
+  const nlohmann::json j = gemm_cost(gpu_name, m, n, k, dtype_str, calibration, explain);
   if (json) {
-    nlohmann::json j{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", dtype_name(dt)}, {"m", m}, {"n", n}, {"k", k},
-                     {"calibrated", profile != nullptr},
-                     {"kernel_us", kernel_us}, {"time_us", total_us}, {"launch_us", gpu.kernel_launch_us},
-                     {"tflops", tflops}, {"efficiency", model.gemm_efficiency_parts(m, n, k, 1, dt).efficiency}};
-    if (explain) j["explain"] = explain_gemm(model, op);
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << "gemm m=" << m << " n=" << n << " k=" << k << " " << dtype_name(dt) << " on " << gpu.name << ": "
-              << kernel_us << " us kernel (" << tflops << " TFLOP/s), " << total_us << " us with launch\n";
-    if (explain) print_gemm_explanation(explain_gemm(model, op));
+    std::cout << "gemm m=" << m << " n=" << n << " k=" << k << " " << j["dtype"].get<std::string>() << " on "
+              << j["gpu"].get<std::string>() << ": " << j["kernel_us"].get<double>() << " us kernel ("
+              << j["tflops"].get<double>() << " TFLOP/s), " << j["time_us"].get<double>() << " us with launch\n";
+    if (explain) print_gemm_explanation(j["explain"]);
   }
   return 0;
 }
 
-int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int nodes, int gpus, double bytes,
-                        const std::string& calibration, const std::string& network_model, bool json, bool explain) {
-  const char* kind_c = kind_name.c_str();
+namespace {
+/// The cluster a collective query runs on, its arguments checked.
+Cluster collective_cluster(const std::string& kind_name, const std::string& hardware, int nodes, int gpus, double bytes,
+                           const std::string& calibration, const std::string& network_model, CollectiveKind& kind) {
+  if (!parse_collective(kind_name.c_str(), kind))
+    throw InputError(SourceLocation{"cost", 0, 0}, "unknown collective '" + kind_name +
+                                                       "' (valid: allreduce, allgather, alltoall, sendrecv)");
+  if (gpus < 1) throw InputError(SourceLocation{"--gpus", 0, 0}, "must be a positive whole number, got " + std::to_string(gpus));
+  if (nodes < 0) throw InputError(SourceLocation{"--nodes", 0, 0}, "must be a positive whole number, got " + std::to_string(nodes));
+  if (!std::isfinite(bytes) || bytes < 0.0)
+    throw InputError(SourceLocation{"--bytes", 0, 0}, "must be a finite number >= 0");
+  if (network_model != "flow" && network_model != "analytic")
+    throw InputError(SourceLocation{"--network-model", 0, 0}, "'" + network_model + "' is not one of flow, analytic");
   cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
   ClusterSpec spec = calibrated_preset(hardware, calibration);
   spec.network_model = network_model;
   if (nodes > 0) spec.nodes = nodes;
-  const Cluster cluster(std::move(spec));
+  Cluster cluster(std::move(spec));
   if (gpus > cluster.num_gpus())
     throw InputError(SourceLocation{"--gpus", 0, 0}, hardware + " has only " +
                                                          std::to_string(cluster.num_gpus()) + " GPUs");
-  CollectiveKind kind;
-  parse_collective(kind_c, kind);
   if (kind == CollectiveKind::kSendRecv && gpus < 2)
     throw InputError(SourceLocation{"--gpus", 0, 0}, "sendrecv needs --gpus >= 2");
+  return cluster;
+}
+}  // namespace
+
+nlohmann::json collective_cost(const std::string& kind_name, const std::string& hardware, int nodes, int gpus,
+                               double bytes, const std::string& calibration, const std::string& network_model,
+                               bool explain) {
+  CollectiveKind kind;
+  const Cluster cluster = collective_cluster(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, kind);
   const double us = ticks_to_us(collective_time(cluster, kind, gpus, bytes));
   // nccl-tests conventions: algbw = bytes / time; busbw scales by the collective's factor.
   const double algbw = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0;
   double factor = 1.0;
   if (kind == CollectiveKind::kAllReduce) factor = 2.0 * (gpus - 1) / gpus;
   if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllToAll) factor = static_cast<double>(gpus - 1) / gpus;
+  nlohmann::json j{{"op", kind_name}, {"hardware", hardware}, {"gpus", gpus}, {"bytes", bytes},
+                   {"calibrated", !calibration.empty()},
+                   {"network_model", network_model}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}};
+  if (explain) j["explain"] = explanation_json(explain_collective(cluster, kind, gpus, bytes));
+  return j;
+}
+
+int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int nodes, int gpus, double bytes,
+                        const std::string& calibration, const std::string& network_model, bool json, bool explain) {
+  const nlohmann::json j = collective_cost(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, json && explain);
   if (json) {
-    nlohmann::json j{{"op", kind_c}, {"hardware", hardware}, {"gpus", gpus}, {"bytes", bytes},
-                     {"calibrated", !calibration.empty()},
-                     {"network_model", network_model}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}};
-    if (explain) j["explain"] = explanation_json(explain_collective(cluster, kind, gpus, bytes));
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << kind_c << " of " << bytes << " bytes over " << gpus << " GPUs of " << hardware << ": " << us
-              << " us (algbw " << algbw << " GB/s, busbw " << algbw * factor << " GB/s)\n";
-    if (explain) print_collective_explanation(explain_collective(cluster, kind, gpus, bytes));
+    std::cout << kind_name << " of " << bytes << " bytes over " << gpus << " GPUs of " << hardware << ": "
+              << j["time_us"].get<double>() << " us (algbw " << j["algbw_GBps"].get<double>() << " GB/s, busbw "
+              << j["busbw_GBps"].get<double>() << " GB/s)\n";
+    if (explain) {
+      CollectiveKind kind;
+      const Cluster cluster = collective_cluster(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, kind);
+      print_collective_explanation(explain_collective(cluster, kind, gpus, bytes));
+    }
   }
   return 0;
 }

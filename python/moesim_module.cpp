@@ -13,6 +13,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "app/cli.hpp"
 #include "app/runner.hpp"
 #include "app/scenario.hpp"
 #include "app/scenario_reference.hpp"
@@ -132,6 +133,17 @@ py::list list_registry(const std::string& kind) {
                         "'; valid: models, hardware, gpus, policies, routing, predictors, engines");
 }
 
+/// A cost query's JSON text (what `moesim cost ... --json` prints), its InputError located.
+template <typename F>
+std::string cost_json(F&& query) {
+  py::gil_scoped_release unlocked;
+  try {
+    return query().dump();
+  } catch (const InputError& e) {
+    throw LocatedErrors(joined(e));
+  }
+}
+
 }  // namespace
 }  // namespace moesim
 
@@ -143,6 +155,14 @@ PYBIND11_MODULE(_moesim, m) {
         py::arg("jobs"));
   m.def("validate", &validate, py::arg("text"), py::arg("file"), py::arg("base_dir"), py::arg("sets"));
   m.def("list", &list_registry, py::arg("kind"));
+  m.def("cost_gemm", [](const std::string& gpu, long long mm, long long n, long long k, const std::string& dtype,
+                        const std::string& calibration, bool explain) {
+    return cost_json([&] { return gemm_cost(gpu, mm, n, k, dtype, calibration, explain); });
+  });
+  m.def("cost_collective", [](const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
+                              const std::string& calibration, const std::string& network_model, bool explain) {
+    return cost_json([&] { return collective_cost(kind, hardware, nodes, gpus, bytes, calibration, network_model, explain); });
+  });
   m.def("reference_markdown", [] { return reference_markdown(); });
   m.def("schema", [] { return scenario_schema_json(); });
   m.attr("__version__") = std::string(moesim_version());

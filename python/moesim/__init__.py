@@ -7,6 +7,7 @@
     moesim.validate({"model": "mixtral-8x7b", "hardware": "dgx-h100"})
     moesim.sweep("scenarios/quickstart.yaml", {"workload.batch_size": [4, 8, 16]}, jobs=4)
     moesim.list("policies")
+    moesim.cost.alltoall("dgx-h100", gpus=8, bytes=64 << 20)
 
 A scenario that moesim rejects raises ScenarioError, whose `errors` are the
 "FILE:LINE:COL: error: ..." lines the CLI prints. The simulator runs without the GIL, so threads
@@ -28,7 +29,7 @@ except ImportError:  # the build tree: build/python/ on sys.path beside python/
     import _moesim
 
 __version__ = _moesim.__version__
-__all__ = ["run", "validate", "sweep", "list", "reference", "schema", "ScenarioError", "ScenarioWarning"]
+__all__ = ["run", "validate", "sweep", "list", "reference", "schema", "cost", "ScenarioError", "ScenarioWarning"]
 
 
 class ScenarioError(ValueError):
@@ -163,3 +164,6 @@ def reference():
 def schema():
     """The JSON Schema of scenario files (`moesim schema`), as a dict."""
     return json.loads(_moesim.schema())
+
+
+from . import cost  # noqa: E402 (moesim.cost.gemm / .alltoall: needs ScenarioError above)

@@ -7,6 +7,7 @@ Run by `meson test` (suite `python`) with the build tree's module on PYTHONPATH 
 the CLI built beside it; by hand:
     PYTHONPATH=python:build/python MOESIM=build/moesim python3 -m pytest tests/python
 """
+import json
 import os
 import pathlib
 import subprocess
@@ -119,3 +120,18 @@ def test_registries_reference_and_schema_match_the_cli():
         moesim.list("nonsense")
     assert moesim.reference() == cli("list", "--markdown").stdout
     assert moesim.schema()["title"] == "moesim scenario"
+
+
+def test_cost_queries_are_the_cli_json():
+    args = ["--gpu", "H100-SXM-80GB", "--m", "4096", "--n", "2048", "--k", "7168", "--dtype", "fp8", "--json", "--explain"]
+    assert moesim.cost.gemm("H100-SXM-80GB", 4096, 2048, 7168, dtype="fp8", explain=True) == json.loads(
+        cli("cost", "gemm", *args).stdout)
+    for kind in ("allreduce", "allgather", "alltoall", "sendrecv"):
+        printed = cli("cost", kind, "--hardware", "2x-dgx-h100", "--gpus", "16", "--bytes", str(8 << 20),
+                      "--network-model", "analytic", "--json")
+        got = getattr(moesim.cost, kind)("2x-dgx-h100", 16, 8 << 20, network_model="analytic")
+        assert got == json.loads(printed.stdout), kind
+    for bad in (lambda: moesim.cost.gemm("H100-SXM-80GB", 0, 1, 1), lambda: moesim.cost.alltoall("dgx-h100", 99, 1),
+                lambda: moesim.cost.allreduce("dgx-h100", 8, float("nan")), lambda: moesim.cost.gemm("no-such-gpu", 1, 1, 1)):
+        with pytest.raises(moesim.ScenarioError):
+            bad()

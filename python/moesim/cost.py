@@ -1,0 +1,52 @@
+"""What the cost model predicts for one operation, as `moesim cost ... --json` prints it.
+
+    moesim.cost.gemm("h100-sxm", 4096, 4096, 4096, dtype="fp8")["time_us"]
+    moesim.cost.alltoall("dgx-h100", gpus=8, bytes=64 << 20)["busbw_GBps"]
+
+Bad arguments raise moesim.ScenarioError, located at the CLI option they correspond to.
+"""
+import json
+
+try:
+    from . import _moesim
+except ImportError:
+    import _moesim
+
+
+def _call(fn, *args):
+    from . import ScenarioError  # the package's, so `except moesim.ScenarioError` catches it
+    try:
+        return json.loads(fn(*args))
+    except _moesim.InputError as e:
+        raise ScenarioError(str(e).splitlines()) from None
+
+
+def gemm(gpu, m, n, k, *, dtype="bf16", calibration=None, explain=False):
+    """Time of C[m,n] = A[m,k]·B[k,n] on one GPU (`gpu`: a GPU preset, or a cluster preset
+    meaning its GPU): kernel_us, time_us (with launch), tflops, efficiency[, explain]."""
+    return _call(_moesim.cost_gemm, gpu, int(m), int(n), int(k), dtype, str(calibration or ""), bool(explain))
+
+
+def _collective(kind, hardware, gpus, bytes, nodes, network_model, calibration, explain):
+    return _call(_moesim.cost_collective, kind, hardware, int(nodes), int(gpus), float(bytes), str(calibration or ""),
+                 network_model, bool(explain))
+
+
+def allreduce(hardware, gpus, bytes, *, nodes=0, network_model="flow", calibration=None, explain=False):
+    """One all-reduce of `bytes` per GPU over GPUs 0..gpus-1 of an idle cluster: time_us, algbw_GBps, busbw_GBps."""
+    return _collective("allreduce", hardware, gpus, bytes, nodes, network_model, calibration, explain)
+
+
+def allgather(hardware, gpus, bytes, *, nodes=0, network_model="flow", calibration=None, explain=False):
+    """One all-gather (`bytes`: the output per GPU)."""
+    return _collective("allgather", hardware, gpus, bytes, nodes, network_model, calibration, explain)
+
+
+def alltoall(hardware, gpus, bytes, *, nodes=0, network_model="flow", calibration=None, explain=False):
+    """One all-to-all (`bytes`: what each GPU sends in total)."""
+    return _collective("alltoall", hardware, gpus, bytes, nodes, network_model, calibration, explain)
+
+
+def sendrecv(hardware, gpus, bytes, *, nodes=0, network_model="flow", calibration=None, explain=False):
+    """One message of `bytes` from GPU 0 to GPU gpus-1."""
+    return _collective("sendrecv", hardware, gpus, bytes, nodes, network_model, calibration, explain)
