@@ -112,9 +112,10 @@ struct PlanBase {
       o.push_back("hardware.network_model=analytic");
       // Layer sampling is refused with two-batch overlap and AMoE's pipelines (their layers are
       // not independent); those estimates plan every layer.
-      const bool amoe = std::any_of(scenario.policies.begin(), scenario.policies.end(),
-                                    [](const PolicyEntry& p) { return p.name == "amoe"; });
-      if (!c.two_batch_overlap && c.policy != "amoe" && !(c.scenario && (amoe || scenario.serving.two_batch_overlap)))
+      const auto own_engine = [](const std::string& name) { return !policies().get(name).value.supports.stepped; };
+      const bool any_own = std::any_of(scenario.policies.begin(), scenario.policies.end(),
+                                       [&](const PolicyEntry& p) { return own_engine(p.name); });
+      if (!c.two_batch_overlap && !own_engine(c.policy) && !(c.scenario && (any_own || scenario.serving.two_batch_overlap)))
         o.push_back("serving.layer_sampling=" + std::to_string(estimate_sampling()));
     }
     return load_scenario_text(text, spec.file, o, dir);

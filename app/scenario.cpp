@@ -251,6 +251,43 @@ std::vector<PluginEntry> read_entries(const YAML::Node& node, const YAML::Node& 
   return entries;
 }
 
+// What each policy declares it supports (PolicyCapabilities) against the workload, the deployment
+// and the predictors: the checks no policy's own `check` can make, since it sees only its options,
+// the model and the cluster.
+void check_capabilities(const Scenario& s, bool serving, Diagnostics& diags) {
+  const DeploymentConfig& d = s.deployment;
+  // Without expert parallelism every expert is tensor-parallel inside its attention group: only
+  // the policies that lay experts out that way run there.
+  const bool no_ep = serving && (d.disaggregated() ? !d.prefill.expert_parallel || !d.decode.expert_parallel
+                                                   : !d.colocated.expert_parallel);
+  std::string without_ep;
+  for (const auto* p : policies().entries())
+    if (!p->value.supports.expert_parallel && p->value.supports.stepped)
+      without_ep += (without_ep.empty() ? "" : " or ") + p->name;
+  for (const PluginEntry& e : s.policies) {
+    const PolicyCapabilities& can = policies().get(e.name).value.supports;
+    const std::string policy = "policy '" + e.name + "'";
+    if (no_ep && can.expert_parallel)
+      diags.error(e.where, policy + " needs expert parallelism, but deployment.expert_parallel is false " +
+                               "(every expert tensor-parallel inside its attention group): use policy " + without_ep +
+                               ", or set expert_parallel: true");
+    if (!can.prefill && !serving)
+      diags.error(e.where, policy + " runs on serving workloads only (workload.kind: serving)");
+    else if (!can.own_layout.empty() && d.disaggregated())
+      diags.error(e.where, policy + " splits the GPUs itself (" + can.own_layout + "); remove deployment.prefill_gpus");
+    else if (!can.own_layout.empty() &&
+             (d.colocated.tensor_parallel != 1 || !d.colocated.expert_parallel || d.colocated.instances != 1))
+      diags.error(e.where, policy + " splits the GPUs itself (" + can.own_layout +
+                               "): remove deployment.tensor_parallel, expert_parallel and instances (one instance, "
+                               "attention data-parallel)");
+    if (!can.predictors)
+      for (const PluginEntry& p : s.predictors)
+        if (p.name != "none") diags.error(p.where, policy + " uses no expert-load predictor: use predictor: none");
+    if (!can.stepped && serving && s.serving.layer_sampling > 1)
+      diags.error(e.where, policy + " runs every layer on its own engine: serving.layer_sampling must be 1");
+  }
+}
+
 Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& overrides,
                const std::string& base_dir) {
   Diagnostics diags;
@@ -340,34 +377,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
     for (const auto& item : found.errors) diags.error(at(item.option), e.name + ": " + item.message);
     for (const auto& item : found.warnings) s.warnings.push_back(Diagnostic{at(item.option), e.name + ": " + item.message, true});
   }
-  // Without expert parallelism every expert is tensor-parallel inside its attention group: the
-  // one policy whose experts are laid out that way is tp-experts; the others place whole experts
-  // (or their shards and copies) over the pool's GPUs, which needs expert parallelism.
-  if (serving) {
-    const DeploymentConfig& d = s.deployment;
-    const bool no_ep = d.disaggregated() ? !d.prefill.expert_parallel || !d.decode.expert_parallel
-                                         : !d.colocated.expert_parallel;
-    for (const PluginEntry& e : s.policies)
-      if (no_ep && e.name != "tp-experts" && e.name != "amoe")
-        diags.error(e.where, "policy '" + e.name + "' needs expert parallelism, but deployment.expert_parallel is false " +
-                                 "(every expert tensor-parallel inside its attention group): use policy tp-experts, or " +
-                                 "set expert_parallel: true");
-  }
-  // AMoE has its own engine: serving workloads, its own attention/expert split, no predictor.
-  for (const PluginEntry& e : s.policies) {
-    if (e.name != "amoe") continue;
-    const ParallelLayout& c = s.deployment.colocated;
-    if (!serving) diags.error(e.where, "policy 'amoe' runs on serving workloads only (workload.kind: serving)");
-    else if (s.deployment.disaggregated())
-      diags.error(e.where, "policy 'amoe' splits the GPUs itself (attention_gpus); remove deployment.prefill_gpus");
-    else if (c.tensor_parallel != 1 || !c.expert_parallel || c.instances != 1)
-      diags.error(e.where, "policy 'amoe' splits the GPUs itself (attention_gpus): remove deployment.tensor_parallel, "
-                           "expert_parallel and instances (one instance, attention data-parallel)");
-    for (const PluginEntry& p : s.predictors)
-      if (p.name != "none") diags.error(p.where, "policy 'amoe' uses no expert-load predictor: use predictor: none");
-    if (serving && s.serving.layer_sampling > 1)
-      diags.error(e.where, "policy 'amoe' runs every layer on its own engine: serving.layer_sampling must be 1");
-  }
+  check_capabilities(s, serving, diags);
 
   // DeepEP carries the token dispatch of expert-parallel policies; it must be able to run on the
   // pools' GPUs (RDMA NICs across nodes, DeepEP's 8-GPU nodes for its internode kernels).
@@ -394,10 +404,10 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   const ParamSet out = read_params(
       root["output"], output_specs(), src, diags);
   s.trace = out.get_bool("trace");
-  // AMoE runs on an engine of its own, which writes no trace (issue 29 merges it into the serving
+  // A policy on an engine of its own writes no trace (issue 29 merges AMoE's into the serving
   // engine): say so rather than leave the trace missing without a word.
   for (const PluginEntry& e : s.policies)
-    if (s.trace && e.name == "amoe")
+    if (s.trace && !policies().get(e.name).value.supports.stepped)
       s.warnings.push_back(Diagnostic{out.where("trace"), "output.trace: policy 'amoe' (" + e.label +
                                                               ") writes no Chrome trace; its runs are not traced",
                                       true});

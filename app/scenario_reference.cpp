@@ -129,6 +129,20 @@ void serving_and_deployment(std::vector<ScenarioSection>& out) {
                         layout_specs(true)));
 }
 
+std::string supports_text(const PredictorInfo&) { return ""; }
+
+// What a policy declares it supports (PolicyCapabilities), as one sentence.
+std::string supports_text(const PolicyInfo& info) {
+  const PolicyCapabilities& c = info.supports;
+  std::string out = ". Runs " + std::string(c.prefill ? "prefill and serving workloads" : "serving workloads only");
+  out += c.expert_parallel ? "; places experts over the GPUs (needs deployment.expert_parallel)"
+                           : "; lays experts out without expert parallelism";
+  if (!c.predictors) out += "; no predictor";
+  if (!c.stepped) out += "; runs on an engine of its own (no layer sampling, no trace)";
+  if (!c.own_layout.empty()) out += "; splits the GPUs itself (" + c.own_layout + ")";
+  return out + ".";
+}
+
 template <typename Info>
 void entries(std::vector<ScenarioSection>& out, const Registry<Info>& reg, const std::string& path,
              const std::string& what, const std::string& default_name) {
@@ -140,7 +154,8 @@ void entries(std::vector<ScenarioSection>& out, const Registry<Info>& reg, const
                         {{"name", "the " + what + " (" + joined(reg.names()) + ")", ""},
                          {"label", "its name in results and trace files (default: the name, with the options that "
                                    "tell same-named entries apart)", ""}}));
-  for (const auto* e : reg.entries()) out.push_back(section(path, "name: " + e->name, e->description, e->value.params));
+  for (const auto* e : reg.entries())
+    out.push_back(section(path, "name: " + e->name, e->description + supports_text(e->value), e->value.params));
 }
 
 }  // namespace

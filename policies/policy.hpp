@@ -99,9 +99,6 @@ class Policy {
   /// expert, so layers may be routed at count level (LayerRouting::by_count); false (the
   /// default) when it looks at individual tokens.
   virtual bool accepts_counts() const { return false; }
-  /// False for a policy that runs on an engine of its own instead of planning synchronous
-  /// steps (AMoE's asynchronous runtimes): build_moe_layer is never called on it.
-  virtual bool plans_steps() const { return true; }
 };
 
 /// Registry entry: a one-line description is the registry's; this holds options and factory.
@@ -116,12 +113,32 @@ struct PolicyCheck {
   std::vector<Item> warnings;  ///< reported; the run goes ahead
 };
 
+/// What a policy supports, declared with it (not checked by name): the scenario loader, the runner
+/// and the planner read these, and `moesim list --markdown` prints them.
+struct PolicyCapabilities {
+  /// Places whole experts (or their shards and copies) over the instance's GPUs, so it needs
+  /// deployment.expert_parallel; false for a policy that lays experts out otherwise.
+  bool expert_parallel = true;
+  /// Runs prefill workloads (false: serving only).
+  bool prefill = true;
+  /// Takes an expert-load predictor (false: `predictor: none` only).
+  bool predictors = true;
+  /// Plans synchronous steps on the serving engine, layer by layer (so serving.layer_sampling and
+  /// traces apply); false for a policy that runs on an engine of its own (AMoE's asynchronous
+  /// runtimes), on which build_moe_layer is never called.
+  bool stepped = true;
+  /// The option by which the policy splits the GPUs itself ("" when the deployment does): it then
+  /// takes one colocated, attention-data-parallel instance of every GPU.
+  std::string own_layout = {};
+};
+
 struct PolicyInfo {
   std::vector<ParamSpec> params;
   std::function<std::unique_ptr<Policy>(const ParamSet&)> make;
   /// Optional: checks the options against the model and cluster when the scenario loads, so
   /// that bad combinations are located errors (or warnings) before anything runs.
   std::function<void(const ParamSet&, const ModelSpec&, const ClusterSpec&, PolicyCheck&)> check = {};
+  PolicyCapabilities supports = {};
 };
 Registry<PolicyInfo>& policies();
 

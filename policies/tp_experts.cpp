@@ -55,7 +55,8 @@ class TpExpertsPolicy final : public ShardedExpertsPolicy {
 const bool registered = policies().add(
     "tp-experts",
     "every expert tensor-parallel over all GPUs: ring all-gather of tokens, sharded experts, ring all-reduce",
-    PolicyInfo{{fused_param()}, [](const ParamSet& p) { return std::make_unique<TpExpertsPolicy>(p); }});
+    PolicyInfo{{fused_param()}, [](const ParamSet& p) { return std::make_unique<TpExpertsPolicy>(p); }, {},
+               PolicyCapabilities{.expert_parallel = false}});
 
 }  // namespace
 }  // namespace moesim

@@ -13,7 +13,6 @@ namespace {
 class AmoePolicy final : public Policy {
  public:
   void setup(const PolicyContext&) override {}
-  bool plans_steps() const override { return false; }
   MoeLayerOutput build_moe_layer(TaskGraph&, const PolicyContext&, const MoeLayerInput&) override {
     throw std::logic_error("amoe runs on its own engine (serving workloads only)");
   }
@@ -57,7 +56,10 @@ const bool registered = policies().add(
                           "host time of one scheduling decision before each execution. Chosen: AMoE's runtime is "
                           "not profiled in the paper",
                           0.0, 1.0e6, {}}},
-               [](const ParamSet&) { return std::make_unique<AmoePolicy>(); }});
+               [](const ParamSet&) { return std::make_unique<AmoePolicy>(); },
+               {},
+               PolicyCapabilities{.expert_parallel = false, .prefill = false, .predictors = false, .stepped = false,
+                                  .own_layout = "attention_gpus"}});
 
 }  // namespace
 }  // namespace moesim

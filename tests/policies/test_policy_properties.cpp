@@ -144,7 +144,7 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
 std::vector<std::string> step_planning_policies() {
   std::vector<std::string> out;
   for (const std::string& name : policies().names())
-    if (testing_support::make_policy(name, YAML::Node(YAML::NodeType::Map))->plans_steps()) out.push_back(name);
+    if (policies().get(name).value.supports.stepped) out.push_back(name);
   return out;
 }
 
