@@ -13,10 +13,10 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "app/cli.hpp"
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
-#include "app/scenario_reference.hpp"
+#include "app/cli/cli.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/scenario/scenario_reference.hpp"
 #include "core/diagnostics.hpp"
 #include "core/version.hpp"
 #include "hardware/cluster.hpp"

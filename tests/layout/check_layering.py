@@ -4,6 +4,10 @@ the layers below it, never above or beside it.
 
     core -> sim -> hardware, models -> calibrate, predictors -> policies -> serving -> app -> python
 
+and inside app/, its rooms:
+
+    scenario -> run -> sweep -> plan -> cli
+
 (`calibrate` reads measurements into hardware profiles; `policies` read predictors' forecasts;
 `tests` and the fuzz targets may include anything.) Prints every violation as FILE:LINE: and
 exits 1 when there is one.
@@ -16,7 +20,8 @@ import sys
 
 LEVEL = {"core": 0, "sim": 1, "hardware": 2, "models": 2, "calibrate": 3, "predictors": 3, "policies": 4,
          "serving": 5, "app": 6, "python": 7}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+APP_ROOM = {"scenario": 0, "run": 1, "sweep": 2, "plan": 3, "cli": 4}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/(?:([a-z_]+)/)?')
 
 
 def violations(root):
@@ -27,6 +32,11 @@ def violations(root):
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             m = INCLUDE.match(line)
+            if m and folder == "app" and m.group(1) == "app" and len(rel.parts) > 2:
+                room, target_room = rel.parts[1], m.group(2)
+                if room in APP_ROOM and target_room in APP_ROOM and APP_ROOM[target_room] > APP_ROOM[room]:
+                    yield f"{rel}:{number}: app/{room}/ includes app/{target_room}/, a room above it"
+                continue
             if not m or m.group(1) not in LEVEL or m.group(1) == folder:
                 continue
             target = m.group(1)

@@ -1,0 +1,124 @@
+// `moesim calibrate fit|report`: measurements → hardware profile, and its held-out accuracy.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "app/cli/cli.hpp"
+#include "calibrate/profile.hpp"
+#include "calibrate/report.hpp"
+#include "hardware/cluster.hpp"
+
+namespace moesim {
+namespace {
+
+// Samples no GPU of `spec` could have produced, located at `file` and the sample: a GEMM faster
+// than twice the datasheet's peak, a copy or collective moving more than 100 TB/s (past every
+// link built), a time under a nanosecond.
+void check_plausible(const calibration::Measurements& m, const ClusterSpec& spec, const std::string& file) {
+  std::vector<Diagnostic> bad;
+  const auto refuse = [&](const std::string& what) { bad.push_back({SourceLocation{file, 0, 0}, what}); };
+  constexpr double kMinUs = 1e-3, kMaxBytesPerS = 1e14;
+  for (std::size_t i = 0; i < m.gemm.size(); ++i) {
+    const auto& g = m.gemm[i];
+    DType dt = DType::kFp32;
+    parse_dtype(g.dtype, dt);
+    const double peak = spec.gpu.peak(dt) > 0 ? spec.gpu.peak(dt) : spec.gpu.peak(DType::kFp32);
+    const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    const double floor_us = flops / (2.0 * peak) * 1e6;
+    if (g.time_us < std::max(kMinUs, floor_us))
+      refuse("gemm[" + std::to_string(i) + "]: " + std::to_string(g.time_us) + " us is faster than twice " +
+             spec.gpu.name + "'s peak allows (" + std::to_string(floor_us) + " us): not a measurement");
+  }
+  for (std::size_t i = 0; i < m.memcpy.size(); ++i)
+    if (m.memcpy[i].time_us < kMinUs || m.memcpy[i].bytes / (m.memcpy[i].time_us * 1e-6) > kMaxBytesPerS)
+      refuse("memcpy[" + std::to_string(i) + "]: " + std::to_string(m.memcpy[i].bytes) + " bytes in " +
+             std::to_string(m.memcpy[i].time_us) + " us is past 100 TB/s: not a measurement");
+  for (std::size_t i = 0; i < m.collectives.size(); ++i)
+    if (m.collectives[i].time_us < kMinUs || m.collectives[i].bytes / (m.collectives[i].time_us * 1e-6) > kMaxBytesPerS)
+      refuse("collectives[" + std::to_string(i) + "]: " + std::to_string(m.collectives[i].bytes) + " bytes in " +
+             std::to_string(m.collectives[i].time_us) + " us is past 100 TB/s: not a measurement");
+  if (!bad.empty()) throw InputError(std::move(bad));
+}
+
+// Every file of a recognised format; others (a README or licence in `DIR/*`, a folder) are
+// skipped with a warning naming them, so a whole data folder can be given.
+calibration::Measurements load_all(const std::vector<std::string>& files, const ClusterSpec& spec) {
+  calibration::Measurements all;
+  std::size_t used = 0;
+  for (const auto& f : files) {
+    if (auto m = calibration::load_measurements_if_recognised(f)) {
+      check_plausible(*m, spec, f);
+      all.append(*m);
+      ++used;
+    } else {
+      const Diagnostic skipped{SourceLocation{f, 0, 0},
+                               std::filesystem::is_directory(f) ? "skipped: a directory, not a measurement file"
+                                                                : "skipped: not a measurement format moesim reads",
+                               true};
+      std::cerr << skipped.to_string() << "\n";
+    }
+  }
+  if (used == 0)
+    throw InputError(SourceLocation{files.empty() ? "" : files.front(), 0, 0},
+                     "none of the " + std::to_string(files.size()) +
+                         " file(s) is a measurement file moesim reads (moesim-calibrate JSON, nccl-tests output, "
+                         "vidur CSVs, LLMCompass matmul or collective sweep CSVs)");
+  if (all.gemm.empty() && all.collectives.empty() && all.memcpy.empty())
+    throw InputError(SourceLocation{files.front(), 0, 0}, "no samples in the measurement files");
+  return all;
+}
+
+}  // namespace
+
+ClusterSpec calibrated_preset(const std::string& preset, const std::string& profile_path) {
+  ClusterSpec spec = cluster_presets().get(preset, SourceLocation{"--base", 0, 0}).value;
+  if (!profile_path.empty()) apply_calibration(spec, load_calibration(profile_path));
+  return spec;
+}
+
+int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& base, const std::string& out,
+                      double holdout) {
+  const ClusterSpec spec = calibrated_preset(base, "");
+  const calibration::Measurements m = load_all(files, spec);
+  const HardwareCalibration profile = calibration::fit_profile(m, spec, base, holdout);
+  YAML::Emitter em;
+  em << profile.to_yaml();
+  const std::string tmp = out + ".tmp";
+  {
+    std::ofstream o(tmp);
+    if (!o) throw InputError(SourceLocation{out, 0, 0}, "cannot write profile");
+    o << "# moesim hardware profile: fitted from " << files.size() << " measurement file(s) against " << base << "\n"
+      << em.c_str() << "\n";
+  }
+  if (std::rename(tmp.c_str(), out.c_str()) != 0) {  // e.g. --out names a directory
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw InputError(SourceLocation{out, 0, 0}, "cannot write profile: " + why);
+  }
+  std::size_t collectives = 0;
+  for (const auto& [_, by_gpus] : profile.collectives) collectives += by_gpus.size();
+  std::cout << "fitted " << profile.gemm.size() << " GEMM shapes, " << collectives << " collective curves, "
+            << profile.links.size() << " host links from " << m.gemm.size() << " GEMM, " << m.collectives.size()
+            << " collective and " << m.memcpy.size() << " memcpy samples (held out " << holdout * 100
+            << "%)\nwrote " << out << "\n";
+  return 0;
+}
+
+int cli_calibrate_report(const std::string& profile_path, const std::vector<std::string>& files, bool json) {
+  const HardwareCalibration profile = load_calibration(profile_path);
+  if (profile.base.empty() || !cluster_presets().contains(profile.base))
+    throw InputError(SourceLocation{profile_path, 0, 0},
+                     "the profile's base '" + profile.base + "' is not a hardware preset");
+  const ClusterSpec plain = cluster_presets().get(profile.base).value;
+  ClusterSpec calibrated = plain;
+  apply_calibration(calibrated, profile);
+  const auto report = calibration::calibration_report(calibrated, plain, load_all(files, plain));
+  if (json) std::cout << report.dump(2) << "\n";
+  else calibration::print_report(std::cout, report);
+  return 0;
+}
+
+}  // namespace moesim

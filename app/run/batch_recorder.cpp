@@ -1,0 +1,100 @@
+#include "app/run/batch_recorder.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace moesim {
+
+void TrafficBytes::add(const Task& t, const Cluster& cluster) {
+  if (t.kind != TaskKind::kTransfer || t.src == t.dst) return;
+  const int G = cluster.num_gpus();
+  const double bytes = t.bytes * t.repeat;  // a sampled layer's transfer stands for its block's
+  if (t.src >= G || t.dst >= G) host_to_device += bytes;
+  else if (cluster.node_of_endpoint(t.src) != cluster.node_of_endpoint(t.dst)) inter_node += bytes;
+  else intra_node += bytes;
+}
+
+nlohmann::json TrafficBytes::to_json() const {
+  return {{"intra_gpu", intra_gpu}, {"intra_node", intra_node}, {"inter_node", inter_node}, {"host_to_device", host_to_device}};
+}
+
+BatchRecorder::BatchRecorder(const Cluster& cluster, Tick start, TrafficBytes& bytes)
+    : cluster_(cluster),
+      bytes_(bytes),
+      start_(start),
+      end_(start),
+      prev_(start),
+      max_layer_end_(start),
+      gpu_sweep_(cluster.num_gpus(), start) {}
+
+BatchRecorder::OpenLayer& BatchRecorder::layer(int l) {
+  if (l < closed_)
+    throw std::logic_error("BatchRecorder: a task of layer " + std::to_string(l) + " after the layer was closed");
+  while (static_cast<int>(open_.size()) <= l - closed_) {
+    open_.emplace_back();
+    open_.back().end = start_;
+  }
+  return open_[static_cast<std::size_t>(l - closed_)];
+}
+
+void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const TaskTiming> timing, Tick horizon) {
+  for (std::size_t i = 0; i < timing.size(); ++i) {
+    const Task& t = plan.task(first + static_cast<TaskId>(i));
+    const TaskTiming& tm = timing[i];
+    end_ = std::max(end_, tm.end);
+    if (t.layer >= 0) {
+      OpenLayer& l = layer(t.layer);
+      has_layers_ = true;
+      max_layer_end_ = std::max(max_layer_end_, tm.end);
+      l.end = std::max(l.end, tm.end);
+      if (t.kind == TaskKind::kCompute && t.phase == Phase::kRouter) {
+        l.moe = true;
+        l.repeat = std::max<int>(l.repeat, t.repeat);
+      }
+      l.sweep.add(t, tm);
+    }
+    if (t.kind == TaskKind::kTransfer) {
+      bytes_.add(t, cluster_);
+      if ((t.phase == Phase::kDispatch || t.phase == Phase::kCombine) && t.layer >= 0) {
+        OpenLayer& l = layer(t.layer);
+        const int k = t.phase == Phase::kCombine ? 1 : 0;
+        l.a2a_begin[k] = std::min(l.a2a_begin[k], tm.start);
+        l.a2a_end[k] = std::max(l.a2a_end[k], tm.end);
+      }
+    }
+    gpu_sweep_.add(t, tm);
+  }
+  gpu_sweep_.advance(horizon);
+}
+
+// A layer's window runs from the latest end of the layers before it to its own end: its latency,
+// and the span its breakdown divides.
+void BatchRecorder::close_layers(int layer) {
+  for (; closed_ < layer; ++closed_) {
+    OpenLayer l;
+    l.end = start_;
+    if (!open_.empty()) {
+      l = std::move(open_.front());
+      open_.pop_front();
+    }
+    if (l.moe) {
+      // A sampled layer stands for `repeat` layers run back to back: one layer's share.
+      const double per = 1.0 / static_cast<double>(l.repeat);
+      layer_ms_.push_back(ticks_to_ms(l.end - prev_) * per);
+      double a2a = 0.0;
+      for (int k = 0; k < 2; ++k)
+        if (l.a2a_end[k] > 0 && l.a2a_begin[k] != kTickMax) a2a += ticks_to_ms(l.a2a_end[k] - l.a2a_begin[k]);
+      alltoall_ms_.push_back(a2a * per);
+      layer_parts_.push_back(l.sweep.take(prev_, std::max(prev_, l.end)));
+    }
+    prev_ = std::max(prev_, l.end);
+  }
+}
+
+void BatchRecorder::finish() {
+  close_layers(closed_ + static_cast<int>(open_.size()));
+  gpu_time_ = gpu_sweep_.finish(end_);
+}
+
+}  // namespace moesim

@@ -1,0 +1,87 @@
+#pragma once
+// Turns task timings into the metrics of DESIGN.md (layer latency, TTFT, throughput, idle
+// fraction, all-to-all time, bytes by class, load, drops, memory), per batch and over the run.
+// A batch's tasks are observed by a BatchRecorder as they finish (app/batch_recorder.hpp).
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/run/batch_recorder.hpp"
+#include "app/run/gpu_time.hpp"
+#include "app/run/layer_breakdown.hpp"
+#include "hardware/cluster.hpp"
+#include "serving/batch_planner.hpp"
+#include "sim/plan_executor.hpp"
+
+namespace moesim {
+
+// --- per batch and per run ----------------------------------------------------------------------
+
+/// One batch's observations: an element of result.json's `per_batch`. Layer-level values are
+/// means over the batch's MoE layers.
+struct BatchMetrics {
+  int batch = 0;              ///< index in execution order (the workload's batch number)
+  Tick start = 0;             ///< simulated time the batch began
+  Tick duration = 0;          ///< start to its last task's end (what the batch occupies the cluster)
+  Tick ttft = 0;              ///< start to the end of its last layer: every sequence's first token.
+                              ///< Shorter than `duration` only when work outside any layer trails
+                              ///< it (e.g. HarMoEny's restores of overwritten experts)
+  std::int64_t tokens = 0;
+  std::int64_t tokens_dropped = 0;
+  double layer_latency_ms = 0.0;
+  double alltoall_ms = 0.0;
+  double skewness = 0.0;
+  double gpu_max_over_mean = 0.0;
+  double predictor_overhead_ms = 0.0;  ///< the forecasts' overhead (MoE-GPS §3.2.2)
+  double prediction_error = 0.0;       ///< the forecasts' ε (MoE-GPS §3.3); 0 without forecasts
+
+  double throughput_tokens_per_s() const;
+  nlohmann::json to_json() const;
+};
+
+/// GRACE-MoE §5.1's load balance metric: the standard deviation of the selections each GPU
+/// computes in one MoE layer.
+double gpu_load_std(const std::vector<std::int64_t>& gpu_tokens);
+
+/// Accumulates per-batch observations and summarises them.
+class MetricsCollector {
+ public:
+  explicit MetricsCollector(const Cluster& cluster);
+
+  /// Starts observing a batch that begins at `start`: its tasks go to the returned recorder as
+  /// they finish, which counts their bytes into this collector (warm-up batches are never observed).
+  BatchRecorder begin_batch(Tick start) { return BatchRecorder(cluster_, start, bytes_); }
+  /// Records one executed batch from what `observed` saw (finished). `moe` is the policy's report,
+  /// `skewness` and `forecasts` (what the predictor said before each layer; empty: no predictor)
+  /// are per MoE layer (only a forecast's overhead and error are read). `batch` is the workload's
+  /// batch number.
+  void add_batch(int batch, const BatchRecorder& observed, const std::vector<MoeLayerOutput>& moe,
+                 const std::vector<double>& skewness, std::int64_t tokens,
+                 const std::vector<Forecast>& forecasts = {});
+  void set_memory(std::vector<double> per_gpu_bytes) { memory_ = std::move(per_gpu_bytes); }
+  nlohmann::json summary() const;
+
+ private:
+  const Cluster& cluster_;
+  std::vector<double> layer_ms_;      ///< per (batch, MoE layer)
+  std::vector<LayerBreakdown> layer_parts_;  ///< per (batch, MoE layer): layer_ms_ by activity
+  std::vector<double> alltoall_ms_;   ///< per (batch, MoE layer)
+  std::vector<double> skewness_;      ///< per (batch, MoE layer)
+  std::vector<double> gpu_imbalance_; ///< per (batch, MoE layer)
+  std::vector<double> gpu_load_std_;  ///< per (batch, MoE layer): std dev of selections per GPU
+  std::vector<double> overhead_ms_;   ///< per (batch, MoE layer) with a forecast
+  std::vector<double> error_;         ///< per (batch, MoE layer) with a forecast
+  std::vector<BatchMetrics> batches_;
+  std::vector<GpuTime> gpu_time_;     ///< per GPU, summed over batches
+  Tick total_time_ = 0;
+  std::int64_t tokens_ = 0;
+  std::int64_t dropped_ = 0;
+  TrafficBytes bytes_;
+  std::vector<double> memory_;
+};
+
+/// {mean, p50, p99} of `v` (nearest-rank percentiles; p90 too when asked); zeros when empty.
+nlohmann::json distribution_summary(std::vector<double> v, bool with_p90 = false);
+
+}  // namespace moesim

@@ -1,0 +1,490 @@
+#include "app/scenario/scenario_sections.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "app/scenario/scenario_keys.hpp"
+#include "core/json_input.hpp"
+#include "models/hf_config.hpp"
+
+namespace moesim {
+namespace {
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(12);
+  os << v;
+  return os.str();
+}
+
+ParamSpec int_field(const std::string& name, double def, bool has_def, const std::string& unit,
+                    const std::string& help, double min = 0.0, std::optional<double> max = {}) {
+  return ParamSpec{name, ParamType::kInt, has_def ? num(def) : "", unit, help, min, max, {}};
+}
+ParamSpec float_field(const std::string& name, double def, const std::string& unit, const std::string& help,
+                      double min = 0.0, std::optional<double> max = {}) {
+  return ParamSpec{name, ParamType::kFloat, num(def), unit, help, min, max, {}};
+}
+
+// Physical ranges of hardware parameters: wide enough for any machine, past or planned, narrow
+// enough that every duration stays within simulated time's range (sim/tick.hpp).
+constexpr double kMaxTflops = 1e5;          // 100 PFLOP/s per GPU
+constexpr double kMinGBps = 1e-3, kMaxGBps = 1e6;  // 1 MB/s .. 1 PB/s
+constexpr double kMaxLatencyUs = 1e6;       // one second per hop or launch
+// Physical ranges of model dimensions: past every model published or planned, short of counts
+// whose simulation would be unbounded work (a model of 10^7 layers) or overflow a 32-bit product.
+constexpr double kMaxLayers = 4096;         // transformer layers (the largest models have ~200)
+constexpr double kMaxWidth = 65536;         // hidden size, heads, head and latent dimensions
+constexpr double kMaxFfn = 1048576;         // an FFN's intermediate size
+constexpr double kMaxExperts = 65536;       // routed experts per layer (the finest-grained have ~1,000)
+constexpr double kMaxTopK = 1024;           // experts selected per token, shared experts
+constexpr double kMaxVocab = 16777216;      // vocabulary (the largest have ~260k)
+constexpr double kMaxContext = 1e9;         // tokens of context or window
+ParamSpec choice_field(const std::string& name, const std::string& def, const std::string& help,
+                       std::vector<std::string> choices) {
+  return ParamSpec{name, ParamType::kString, def, "", help, {}, {}, std::move(choices)};
+}
+std::vector<std::string> with_auto(std::vector<std::string> names) {
+  names.insert(names.begin(), "auto");
+  return names;
+}
+
+// Reads the `preset:` key (if any) of a mapping against a registry.
+template <typename T>
+const T* preset_of(const YAML::Node& node, const Registry<T>& reg, const SourceMap& src, Diagnostics& diags,
+                   std::string& name) {
+  YAML::Node p = node.IsScalar() ? node : (node.IsMap() ? node["preset"] : YAML::Node());
+  if (!p) return nullptr;
+  if (!p.IsScalar()) {
+    diags.error(src.locate(p), "'preset' must be a name");
+    return nullptr;
+  }
+  name = p.Scalar();
+  if (const auto* e = reg.find(name)) return &e->value;
+  diags.error(src.locate(p), unknown_name_message(reg.family(), name, reg.names()));
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<ParamSpec> attention_specs(const AttentionSpec* b) {
+  const bool d = b != nullptr;
+  AttentionSpec z;
+  const AttentionSpec& a = d ? *b : z;
+  return {
+      choice_field("kind", d ? attention_kind_name(a.kind) : "mha", "attention kind", {"mha", "gqa", "mqa", "mla"}),
+      int_field("heads", a.heads, d, "", "query heads", 1, kMaxWidth),
+      int_field("kv_heads", a.kv_heads, d, "", "key/value heads (= heads for MHA, 1 for MQA)", 1, kMaxWidth),
+      int_field("head_dim", a.head_dim, d, "", "dimension per head", 1, kMaxWidth),
+      int_field("window", static_cast<double>(a.window), true, "tokens", "sliding window (0 = full attention)", 0, kMaxContext),
+      ParamSpec{"causal", ParamType::kBool, a.causal ? "true" : "false", "", "causal mask (false for encoders)", {}, {}, {}},
+      int_field("q_lora_rank", a.q_lora_rank, true, "", "MLA query compression rank (0 = none)", 0, kMaxWidth),
+      int_field("kv_lora_rank", a.kv_lora_rank, true, "", "MLA key/value latent rank", 0, kMaxWidth),
+      int_field("qk_nope_head_dim", a.qk_nope_head_dim, true, "", "MLA non-rotary query/key head dim", 0, kMaxWidth),
+      int_field("qk_rope_head_dim", a.qk_rope_head_dim, true, "", "MLA rotary query/key head dim", 0, kMaxWidth),
+      int_field("v_head_dim", a.v_head_dim, true, "", "MLA value head dim", 0, kMaxWidth),
+  };
+}
+
+std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
+  const bool d = b != nullptr;
+  ModelSpec z;
+  const ModelSpec& m = d ? *b : z;
+  return {
+      int_field("layers", m.layers, d, "", "transformer layers", 1, kMaxLayers),
+      int_field("first_dense_layers", m.first_dense_layers, true, "", "leading layers with a dense FFN", 0, kMaxLayers),
+      int_field("moe_every", m.moe_every, true, "", "after the dense prefix, every n-th layer is MoE", 1, kMaxLayers),
+      int_field("moe_offset", m.moe_offset, true, "", "offset of the MoE layers within each moe_every group", 0, kMaxLayers),
+      int_field("hidden", static_cast<double>(m.hidden), d, "", "model (hidden) dimension", 1, kMaxWidth),
+      int_field("expert_ffn", static_cast<double>(m.expert_ffn), d, "", "routed expert intermediate size", 1, kMaxFfn),
+      int_field("dense_ffn", static_cast<double>(m.dense_ffn), true, "", "dense-layer FFN intermediate size", 0, kMaxFfn),
+      int_field("experts", m.experts, d, "", "routed experts per MoE layer", 1, kMaxExperts),
+      int_field("top_k", m.top_k, d, "", "experts selected per token", 1, kMaxTopK),
+      int_field("shared_experts", m.shared_experts, true, "", "always-active shared experts", 0, kMaxTopK),
+      int_field("shared_expert_ffn", static_cast<double>(m.shared_expert_ffn), true, "", "shared expert intermediate size", 0, kMaxFfn),
+      choice_field("activation", d ? activation_name(m.activation) : "swiglu", "expert activation",
+                   {"relu", "gelu", "swiglu"}),
+      choice_field("dtype", d ? dtype_name(m.dtype) : "bf16",
+                   "weight and activation type (fp4 = nvfp4; the 4-bit types count their block scales)", dtype_names()),
+      choice_field("kv_dtype", d && m.kv_dtype ? dtype_name(*m.kv_dtype) : "auto",
+                   "KV-cache element type (auto: the weights' dtype)", with_auto(dtype_names())),
+      choice_field("expert_dtype", d && m.expert_dtype ? dtype_name(*m.expert_dtype) : "auto",
+                   "routed experts' weight type (auto: dtype), e.g. nvfp4 experts with fp8 attention",
+                   with_auto(dtype_names())),
+      choice_field("expert_quantization", d && m.expert_weight_only ? "weight-only" : "weight-and-activation",
+                   "weight-and-activation: expert GEMMs run at expert_dtype's tensor-core peak (W4A4, W8A8); "
+                   "weight-only: weights are dequantised in the kernel and the math runs in dtype (W4A16)",
+                   {"weight-and-activation", "weight-only"}),
+      int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)", 0, kMaxVocab),
+      int_field("full_attention_every", m.full_attention_every, true, "",
+                "with attention.window: every n-th layer attends the whole context, the others the window "
+                "(GPT-OSS 2, Llama 4 4); 0: every layer uses the window", 0, kMaxLayers),
+      int_field("mtp_layers", m.mtp_layers, true, "",
+                "multi-token-prediction modules shipped with the model (num_nextn_predict_layers): drafts for "
+                "serving.speculative method mtp", 0, 64),
+      int_field("max_context", static_cast<double>(m.max_context), true, "tokens",
+                "longest sequence (prompt + output) the model accepts: the config's max_position_embeddings "
+                "(0: unknown, not checked)", 0, kMaxContext),
+  };
+}
+
+namespace {
+
+/// `hf_config: PATH` (relative to the scenario's folder): the model its config.json describes, or
+/// nothing after recording the error. Fields moesim ignores are one warning.
+std::optional<ModelSpec> model_of_hf_config(const YAML::Node& key, const SourceMap& src, Diagnostics& diags,
+                                            const std::string& base_dir, std::vector<Diagnostic>* warnings) {
+  if (!key.IsScalar() || key.Scalar().empty()) {
+    diags.error(src.locate(key), "'hf_config' must be the path of a Hugging Face config.json");
+    return std::nullopt;
+  }
+  const std::filesystem::path path = std::filesystem::path(key.Scalar()).is_absolute()
+                                         ? std::filesystem::path(key.Scalar())
+                                         : std::filesystem::path(base_dir) / key.Scalar();
+  std::error_code ec;
+  std::ifstream in(path);
+  if (std::filesystem::is_directory(path, ec) || !in) {
+    diags.error(src.locate(key), "cannot read hf_config " + path.string());
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json config;
+  try {
+    config = parse_json_input(text.str(), path.string(), "not JSON");
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics()) diags.error(src.locate(key), "hf_config " + d.where.to_string() + ": " + d.message);
+    return std::nullopt;
+  }
+  HfConfigRead read = model_from_hf_config(config, path.stem().string());
+  if (!read.ok()) {
+    diags.error(src.locate(key), "hf_config " + path.string() + ": " + read.error);
+    return std::nullopt;
+  }
+  if (warnings && !read.ignored.empty()) {
+    std::string list;
+    for (const auto& f : read.ignored) list += (list.empty() ? "" : ", ") + f;
+    warnings->push_back(Diagnostic{src.locate(key), "hf_config fields moesim does not use: " + list, true});
+  }
+  return read.model;
+}
+
+}  // namespace
+
+ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                             YAML::Node& resolved, const std::string& base_dir, std::vector<Diagnostic>* warnings) {
+  ModelSpec m;
+  if (!node || (!node.IsScalar() && !node.IsMap())) {
+    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
+                "'model' must be a preset name or a mapping");
+    return m;
+  }
+  std::string preset;
+  std::optional<ModelSpec> from_config;
+  const ModelSpec* base = nullptr;
+  if (node.IsMap() && node["hf_config"]) {
+    if (node["preset"]) diags.error(src.locate(node["hf_config"]), "give either 'preset' or 'hf_config', not both");
+    from_config = model_of_hf_config(node["hf_config"], src, diags, base_dir, warnings);
+    if (!from_config) return m;
+    base = &*from_config;
+  } else {
+    base = preset_of(node, model_presets(), src, diags, preset);
+  }
+  if (node.IsScalar() && !base) return m;
+  const YAML::Node map = node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, model_field_specs(base), src, diags, {"preset", "name", "attention", "hf_config"});
+  const YAML::Node attn_node = map ? map["attention"] : YAML::Node();
+  const ParamSet a = read_params(attn_node, attention_specs(base ? &base->attention : nullptr), src, diags);
+  m.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+  m.layers = static_cast<int>(p.get_int("layers"));
+  m.first_dense_layers = static_cast<int>(p.get_int("first_dense_layers"));
+  m.moe_every = static_cast<int>(p.get_int("moe_every"));
+  m.moe_offset = static_cast<int>(p.get_int("moe_offset"));
+  m.hidden = p.get_int("hidden");
+  m.expert_ffn = p.get_int("expert_ffn");
+  m.dense_ffn = p.get_int("dense_ffn");
+  m.experts = static_cast<int>(p.get_int("experts"));
+  m.top_k = static_cast<int>(p.get_int("top_k"));
+  m.shared_experts = static_cast<int>(p.get_int("shared_experts"));
+  m.shared_expert_ffn = p.get_int("shared_expert_ffn");
+  parse_activation(p.get_string("activation"), m.activation);
+  parse_dtype(p.get_string("dtype"), m.dtype);
+  if (DType kv{}; p.get_string("kv_dtype") != "auto" && parse_dtype(p.get_string("kv_dtype"), kv)) m.kv_dtype = kv;
+  if (DType ex{}; p.get_string("expert_dtype") != "auto" && parse_dtype(p.get_string("expert_dtype"), ex))
+    m.expert_dtype = ex;
+  m.expert_weight_only = p.get_string("expert_quantization") == "weight-only";
+  m.vocab = p.get_int("vocab");
+  m.max_context = p.get_int("max_context");
+  m.full_attention_every = static_cast<int>(p.get_int("full_attention_every"));
+  m.mtp_layers = static_cast<int>(p.get_int("mtp_layers"));
+  AttentionSpec& at = m.attention;
+  parse_attention_kind(a.get_string("kind"), at.kind);
+  at.heads = static_cast<int>(a.get_int("heads"));
+  at.kv_heads = static_cast<int>(a.get_int("kv_heads"));
+  at.head_dim = static_cast<int>(a.get_int("head_dim"));
+  at.window = a.get_int("window");
+  at.causal = a.get_bool("causal");
+  at.q_lora_rank = static_cast<int>(a.get_int("q_lora_rank"));
+  at.kv_lora_rank = static_cast<int>(a.get_int("kv_lora_rank"));
+  at.qk_nope_head_dim = static_cast<int>(a.get_int("qk_nope_head_dim"));
+  at.qk_rope_head_dim = static_cast<int>(a.get_int("qk_rope_head_dim"));
+  at.v_head_dim = static_cast<int>(a.get_int("v_head_dim"));
+
+  // Cross-field checks, located at the field that is out of range.
+  if (m.top_k > m.experts)
+    diags.error(p.where("top_k").line ? p.where("top_k") : src.locate(node),
+                "'top_k' (" + std::to_string(m.top_k) + ") exceeds the number of experts (" +
+                    std::to_string(m.experts) + ")");
+  if (m.moe_offset >= m.moe_every)
+    diags.error(p.where("moe_offset").line ? p.where("moe_offset") : src.locate(node),
+                "'moe_offset' must be smaller than 'moe_every'");
+  if (at.kv_heads > at.heads || (at.kv_heads > 0 && at.heads % at.kv_heads != 0))
+    diags.error(a.where("kv_heads").line ? a.where("kv_heads") : src.locate(node),
+                "'kv_heads' must divide 'heads'");
+  if (m.num_moe_layers() == 0 && m.layers > 0)
+    diags.error(src.locate(node), "the model has no MoE layer (check first_dense_layers, moe_every)");
+  if (const int dense = m.layers - m.num_moe_layers(); dense > 0 && m.dense_ffn <= 0)
+    diags.error(p.given("dense_ffn") ? p.where("dense_ffn") : src.locate(node),
+                "the model has " + std::to_string(dense) + " dense layer(s) ('first_dense_layers', 'moe_every'): "
+                "'dense_ffn' must be > 0");
+  if (m.shared_experts > 0 && m.shared_expert_ffn <= 0)
+    diags.error(p.given("shared_experts") ? p.where("shared_experts") : src.locate(node),
+                "'shared_experts' (" + std::to_string(m.shared_experts) + ") needs 'shared_expert_ffn' > 0");
+  // The attention kind and its fields must agree: a contradiction would price a KV cache of 0
+  // bytes (MLA without its latent rank) or of the wrong head count.
+  const SourceLocation kind_at = a.given("kind") ? a.where("kind") : src.locate(node);
+  const auto at_field = [&](const char* f) { return a.given(f) ? a.where(f) : kind_at; };
+  if (at.kind == AttentionKind::kMla) {
+    for (const char* f : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+      if (a.get_int(f) <= 0)
+        diags.error(at_field(f), std::string("attention 'kind: mla' needs '") + f + "' > 0 (DeepSeek-V2 §2.1's "
+                                 "latent and head dimensions)");
+  } else if (at.kind == AttentionKind::kMqa && at.kv_heads != 1) {
+    diags.error(at_field("kv_heads"), "attention 'kind: mqa' has one key/value head: 'kv_heads' must be 1, got " +
+                                          std::to_string(at.kv_heads));
+  } else if (at.kind == AttentionKind::kMha && at.kv_heads != at.heads) {
+    diags.error(at_field("kv_heads"), "attention 'kind: mha' has a key/value head per query head: 'kv_heads' (" +
+                                          std::to_string(at.kv_heads) + ") must equal 'heads' (" +
+                                          std::to_string(at.heads) + "); grouped heads are 'kind: gqa'");
+  }
+
+  resolved = p.to_yaml();
+  resolved["name"] = m.name;
+  if (!preset.empty()) resolved["preset"] = preset;
+  resolved["attention"] = a.to_yaml();
+  return m;
+}
+
+std::vector<ParamSpec> gpu_field_specs(const GpuSpec& g) {
+  return {
+      float_field("fp32_TFLOPS", g.peak(DType::kFp32) / 1e12, "TFLOP/s", "dense fp32 peak", 0.0, kMaxTflops),
+      float_field("fp16_TFLOPS", g.peak(DType::kFp16) / 1e12, "TFLOP/s", "dense fp16 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
+      float_field("bf16_TFLOPS", g.peak(DType::kBf16) / 1e12, "TFLOP/s", "dense bf16 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
+      float_field("fp8_TFLOPS", g.peak(DType::kFp8) / 1e12, "TFLOP/s", "dense fp8 tensor peak (0 = unsupported)", 0.0, kMaxTflops),
+      float_field("fp4_TFLOPS", g.peak(DType::kNvFp4) / 1e12, "TFLOP/s",
+                  "dense fp4 (NVFP4/MXFP4) tensor peak (0 = unsupported: fp4 runs at the fp8, else fp16, peak)", 0.0,
+                  kMaxTflops),
+      float_field("hbm_bandwidth_GBps", g.hbm_bandwidth_Bps / 1e9, "GB/s", "device memory bandwidth", kMinGBps, kMaxGBps),
+      float_field("memory_GB", g.memory_bytes / 1e9, "GB", "device memory capacity", 1e-3, 1e5),
+      int_field("pcie_gen", g.pcie_gen, true, "", "PCIe generation of the host link", 1, 8),
+      int_field("sm_count", g.sm_count, true, "", "streaming multiprocessors", 0, 1e5),
+      int_field("compute_capability", g.compute_capability, true, "",
+                "CUDA compute capability x 10 (70 Volta, 80 A100, 86/89 GeForce, 90 Hopper): NCCL's tuning tables",
+                30, 200),
+      int_field("copy_engines", g.copy_engines, true, "", "asynchronous copy engines", 1, 64),
+      float_field("kernel_launch_us", g.kernel_launch_us, "us", "fixed cost per kernel launch", 0.0, kMaxLatencyUs),
+  };
+}
+
+std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
+  return {
+      int_field("nodes", c.nodes, true, "", "nodes joined by NICs", 1, 16384),
+      int_field("gpus_per_node", c.gpus_per_node, true, "", "GPUs in each node", 1, 1024),
+      choice_field("fabric", fabric_name(c.fabric), "intra-node GPU interconnect",
+                   {"nvswitch", "nvlink-mesh", "hybrid-cube-mesh", "pcie"}),
+      float_field("nvlink_bandwidth_GBps", c.nvlink_bandwidth_GBps, "GB/s",
+                  "per direction: per GPU (nvswitch), per pair (nvlink-mesh), per brick (hybrid-cube-mesh); "
+                  "0 = none (pcie fabric)", 0.0, kMaxGBps),
+      float_field("nvlink_latency_us", c.nvlink_latency_us, "us", "per NVLink hop", 0.0, kMaxLatencyUs),
+      float_field("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps, "GB/s", "GPU to PCIe switch, per direction", kMinGBps, kMaxGBps),
+      float_field("pcie_latency_us", c.pcie_latency_us, "us", "per PCIe hop", 0.0, kMaxLatencyUs),
+      int_field("gpus_per_pcie_switch", c.gpus_per_pcie_switch, true, "", "GPUs under each PCIe switch", 1, 1024),
+      float_field("pcie_uplink_GBps", c.pcie_uplink_GBps, "GB/s", "PCIe switch to CPU, per direction", kMinGBps, kMaxGBps),
+      int_field("sockets", c.sockets, true, "", "CPU sockets per node", 1, 64),
+      float_field("socket_link_GBps", c.socket_link_GBps, "GB/s", "CPU to CPU link, per direction; 0 = none (one socket)", 0.0, kMaxGBps),
+      float_field("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps, "Gbit/s", "per NIC, per direction; 0 = none (one node)", 0.0, 8 * kMaxGBps),
+      int_field("nics_per_node", c.nics_per_node, true, "", "NICs per node", 0, 1024),
+      float_field("nic_latency_us", c.nic_latency_us, "us", "NIC to network switch hop", 0.0, kMaxLatencyUs),
+      float_field("collective_launch_us", c.collective_launch_us, "us",
+                  "fixed software cost of one collective under collective_model line-rate (unused by nccl, "
+                  "which prices launches with NCCL's base latencies)", 0.0, kMaxLatencyUs),
+      choice_field("collective_model", c.collective_model,
+                   "how collectives are priced: nccl = the algorithm (ring, tree, NVLS) and protocol (LL, LL128, "
+                   "Simple) NCCL 2.19's tuning model picks per size, at NCCL's link rates; line-rate = rings at "
+                   "nominal link rates after collective_launch_us",
+                   {"nccl", "line-rate"}),
+      choice_field("cpu_vendor", c.cpu_vendor,
+                   "host CPU vendor: NCCL's multi-node LL bandwidth and per-step network overhead depend on it",
+                   {"amd", "intel"}),
+      choice_field("network_model", c.network_model,
+                   "how transfers are timed: flow = max-min fair sharing recomputed on every flow start/end "
+                   "(use up to ~64 GPUs, or when overlapping collectives contend); analytic = each tick's "
+                   "transfers priced from the bytes on their busiest link (use for very large clusters)",
+                   {"flow", "analytic"}),
+      choice_field("compute_model", c.compute_model,
+                   "how kernels are priced: roofline = the slower of their FLOPs (with tile and k-loop "
+                   "losses) and their memory traffic; flops-only = time proportional to FLOPs at peak "
+                   "efficiency, no memory-bound regime (MoE-GPS §2: FFN time grows with its tokens; §5: "
+                   "the simulator 'assumes ... compute is saturated')",
+                   {"roofline", "flops-only"}),
+  };
+}
+
+namespace {
+
+GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMap& src, Diagnostics& diags,
+                 YAML::Node& resolved) {
+  std::string preset;
+  const GpuSpec* base = node ? preset_of(node, gpu_presets(), src, diags, preset) : nullptr;
+  if (!base) base = fallback;
+  if (!base) {
+    if (node && node.IsMap() && !node["preset"])
+      diags.error(src.locate(node), "'gpu' needs a 'preset' to start from");
+    else if (!node)
+      diags.error(SourceLocation{src.file(), 0, 0}, "a custom cluster needs 'gpu'");
+    return GpuSpec{};
+  }
+  const YAML::Node map = node && node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, gpu_field_specs(*base), src, diags, {"preset"});
+  GpuSpec g = *base;
+  g.peak_flops[static_cast<int>(DType::kFp32)] = p.get_float("fp32_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kFp16)] = p.get_float("fp16_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kBf16)] = p.get_float("bf16_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kFp8)] = p.get_float("fp8_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kNvFp4)] = p.get_float("fp4_TFLOPS") * 1e12;
+  g.peak_flops[static_cast<int>(DType::kMxFp4)] = p.get_float("fp4_TFLOPS") * 1e12;
+  g.hbm_bandwidth_Bps = p.get_float("hbm_bandwidth_GBps") * 1e9;
+  g.memory_bytes = p.get_float("memory_GB") * 1e9;
+  g.pcie_gen = static_cast<int>(p.get_int("pcie_gen"));
+  g.sm_count = static_cast<int>(p.get_int("sm_count"));
+  g.compute_capability = static_cast<int>(p.get_int("compute_capability"));
+  g.copy_engines = static_cast<int>(p.get_int("copy_engines"));
+  g.kernel_launch_us = p.get_float("kernel_launch_us");
+  for (const char* k : {"hbm_bandwidth_GBps", "memory_GB"})
+    if (p.get_float(k) <= 0.0) diags.error(p.where(k).line ? p.where(k) : src.locate(node), std::string("'") + k + "' must be > 0");
+  // A peak is 0 (the dtype is unsupported) or a real one: 1e-12 TFLOP/s would make every kernel
+  // outlast simulated time's range.
+  for (const char* k : {"fp32_TFLOPS", "fp16_TFLOPS", "bf16_TFLOPS", "fp8_TFLOPS", "fp4_TFLOPS"})
+    if (p.get_float(k) > 0.0 && p.get_float(k) < 1e-2)
+      diags.error(p.given(k) ? p.where(k) : src.locate(node),
+                  std::string("'") + k + "' must be 0 (unsupported) or at least 0.01 TFLOP/s, got " + num(p.get_float(k)));
+  if (g.peak(DType::kFp32) <= 0.0 && g.peak(DType::kFp16) <= 0.0)
+    diags.error(src.locate(node), "the GPU needs a positive fp32 or fp16 peak");
+  resolved = p.to_yaml();
+  resolved["preset"] = preset.empty() ? base->name : preset;
+  return g;
+}
+
+}  // namespace
+
+ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                                  YAML::Node& resolved, const std::string& base_dir) {
+  ClusterSpec c;
+  if (!node || (!node.IsScalar() && !node.IsMap())) {
+    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
+                "'hardware' must be a preset name or a mapping");
+    return c;
+  }
+  std::string preset;
+  const ClusterSpec* base = preset_of(node, cluster_presets(), src, diags, preset);
+  if (node.IsScalar() && !base) return c;
+  const ClusterSpec start = base ? *base : ClusterSpec{};
+  const YAML::Node map = node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, cluster_field_specs(start), src, diags, {"preset", "gpu", "name", "calibration"});
+  YAML::Node gpu_resolved;
+  c.gpu = read_gpu(map ? map["gpu"] : YAML::Node(), base ? &base->gpu : nullptr, src, diags, gpu_resolved);
+  c.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+  c.nodes = static_cast<int>(p.get_int("nodes"));
+  c.gpus_per_node = static_cast<int>(p.get_int("gpus_per_node"));
+  parse_fabric(p.get_string("fabric"), c.fabric);
+  c.nvlink_bandwidth_GBps = p.get_float("nvlink_bandwidth_GBps");
+  c.nvlink_latency_us = p.get_float("nvlink_latency_us");
+  c.pcie_bandwidth_GBps = p.get_float("pcie_bandwidth_GBps");
+  c.pcie_latency_us = p.get_float("pcie_latency_us");
+  c.gpus_per_pcie_switch = static_cast<int>(p.get_int("gpus_per_pcie_switch"));
+  c.pcie_uplink_GBps = p.get_float("pcie_uplink_GBps");
+  c.sockets = static_cast<int>(p.get_int("sockets"));
+  c.socket_link_GBps = p.get_float("socket_link_GBps");
+  c.nic_bandwidth_Gbps = p.get_float("nic_bandwidth_Gbps");
+  c.nics_per_node = static_cast<int>(p.get_int("nics_per_node"));
+  c.nic_latency_us = p.get_float("nic_latency_us");
+  c.collective_launch_us = p.get_float("collective_launch_us");
+  c.collective_model = p.get_string("collective_model");
+  c.cpu_vendor = p.get_string("cpu_vendor");
+  c.network_model = p.get_string("network_model");
+  c.compute_model = p.get_string("compute_model");
+
+  // Zero bandwidth on a link the fabric uses is an error at that key.
+  auto need_positive = [&](const char* key, double v) {
+    if (v <= 0.0) diags.error(p.given(key) ? p.where(key) : src.locate(node),
+                              std::string("'") + key + "' must be > 0 for this cluster");
+  };
+  // A link bandwidth is 0 (the cluster has no such link) or a real one: 1e-15 GB/s would make
+  // every transfer outlast simulated time's range.
+  for (const auto& [key, min] : {std::pair{"nvlink_bandwidth_GBps", kMinGBps}, std::pair{"socket_link_GBps", kMinGBps},
+                                 std::pair{"nic_bandwidth_Gbps", 8 * kMinGBps}})
+    if (p.get_float(key) > 0.0 && p.get_float(key) < min)
+      diags.error(p.given(key) ? p.where(key) : src.locate(node),
+                  std::string("'") + key + "' must be 0 (no such link) or at least " + num(min) + ", got " +
+                      num(p.get_float(key)));
+  if (c.fabric != Fabric::kPcie) need_positive("nvlink_bandwidth_GBps", c.nvlink_bandwidth_GBps);
+  need_positive("pcie_bandwidth_GBps", c.pcie_bandwidth_GBps);
+  need_positive("pcie_uplink_GBps", c.pcie_uplink_GBps);
+  if (c.sockets > 1) need_positive("socket_link_GBps", c.socket_link_GBps);
+  if (c.nodes > 1) {
+    need_positive("nic_bandwidth_Gbps", c.nic_bandwidth_Gbps);
+    if (c.nics_per_node < 1)
+      diags.error(p.where("nics_per_node").line ? p.where("nics_per_node") : src.locate(node),
+                  "'nics_per_node' must be >= 1 when nodes > 1");
+  }
+  // The size limit: beyond it, building the topology and its routes alone takes tens of GB.
+  constexpr std::int64_t kMaxGpus = 16384;
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus)
+    diags.error(p.where("nodes").line ? p.where("nodes") : src.locate(node),
+                "the cluster has " + std::to_string(static_cast<std::int64_t>(c.nodes) * c.gpus_per_node) +
+                    " GPUs (nodes x gpus_per_node); moesim simulates at most " + std::to_string(kMaxGpus));
+  if (diags.empty()) {
+    try {
+      Cluster check(c);  // the topology builder's own consistency checks
+    } catch (const std::invalid_argument& e) {
+      diags.error(src.locate(node), std::string("invalid cluster: ") + e.what());
+    }
+  }
+  resolved = p.to_yaml();
+  resolved["name"] = c.name;
+  if (!preset.empty()) resolved["preset"] = preset;
+  resolved["gpu"] = gpu_resolved;
+  if (map && map["calibration"] && !map["calibration"].IsNull()) {
+    const YAML::Node cal = map["calibration"];
+    if (!cal.IsScalar()) {
+      diags.error(src.locate(cal), "'calibration' must be the path of a profile from `moesim calibrate fit`");
+    } else {
+      const std::filesystem::path path =
+          std::filesystem::path(cal.Scalar()).is_absolute() ? std::filesystem::path(cal.Scalar())
+                                                            : std::filesystem::path(base_dir) / cal.Scalar();
+      try {
+        apply_calibration(c, load_calibration(path.string()));
+        // Absolute, so scenario.resolved.yaml re-runs from its results folder.
+        resolved["calibration"] = std::filesystem::absolute(path).lexically_normal().string();
+      } catch (const InputError& e) {
+        for (const auto& d : e.diagnostics())
+          diags.error(src.locate(cal), "calibration profile " + d.where.to_string() + ": " + d.message);
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace moesim
