@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "app/gpu_time.hpp"
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/gpu_time.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 
 namespace moesim {
 namespace {

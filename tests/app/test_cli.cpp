@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/cli.hpp"
+#include "app/cli/cli.hpp"
 #include "sim/chrome_trace.hpp"
 #include "tests/support/run_cli.hpp"
 

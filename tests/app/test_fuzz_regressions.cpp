@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "calibrate/measurements.hpp"
 #include "core/diagnostics.hpp"
 #include "sim/tick.hpp"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "sim/flow_network.hpp"
-#include "app/metrics.hpp"
+#include "app/run/metrics.hpp"
 #include "policies/expert_parallel.hpp"
 #include "sim/chrome_trace.hpp"
 #include "tests/support/run_cli.hpp"

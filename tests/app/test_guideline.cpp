@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "app/guideline.hpp"
+#include "app/sweep/guideline.hpp"
 #include "core/diagnostics.hpp"
 #include "tests/support/run_cli.hpp"
 

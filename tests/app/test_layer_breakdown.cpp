@@ -3,7 +3,7 @@
 // activity, and the parts always sum to the layer's latency.
 #include <gtest/gtest.h>
 
-#include "app/layer_breakdown.hpp"
+#include "app/run/layer_breakdown.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/simulator.hpp"
 

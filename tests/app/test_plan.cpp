@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/plan.hpp"
+#include "app/plan/plan.hpp"
 #include "core/diagnostics.hpp"
 #include "tests/support/run_cli.hpp"
 

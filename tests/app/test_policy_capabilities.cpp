@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "app/scenario.hpp"
+#include "app/scenario/scenario.hpp"
 #include "core/diagnostics.hpp"
 #include "policies/policy.hpp"
 

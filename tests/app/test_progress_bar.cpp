@@ -2,7 +2,7 @@
 // when enabled (the CLI enables it for a terminal; tests/app/test_progress_tty.sh runs one).
 #include <gtest/gtest.h>
 
-#include "app/progress_bar.hpp"
+#include "app/run/progress_bar.hpp"
 
 namespace moesim {
 namespace {

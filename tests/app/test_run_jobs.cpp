@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "core/diagnostics.hpp"
 #include "tests/support/run_cli.hpp"
 

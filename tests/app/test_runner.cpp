@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 
 namespace moesim {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/scenario.hpp"
+#include "app/scenario/scenario.hpp"
 
 namespace moesim {
 namespace {

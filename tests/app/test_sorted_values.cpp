@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "app/sorted_values.hpp"
+#include "app/run/sorted_values.hpp"
 
 namespace moesim {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/sweep.hpp"
+#include "app/sweep/sweep.hpp"
 #include "core/diagnostics.hpp"
 #include "tests/support/run_cli.hpp"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "sim/flow_network.hpp"
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/routing.hpp"
 #include "serving/batch_planner.hpp"

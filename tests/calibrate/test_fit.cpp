@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/cli.hpp"
+#include "app/cli/cli.hpp"
 #include "tests/support/run_cli.hpp"
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "calibrate/fit.hpp"
 #include "calibrate/profile.hpp"
 #include "calibrate/report.hpp"

@@ -22,10 +22,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/compare.hpp"
-#include "app/scenario.hpp"
-#include "app/sweep.hpp"
-#include "app/sweep_log.hpp"
+#include "app/cli/compare.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/sweep/sweep.hpp"
+#include "app/sweep/sweep_log.hpp"
 #include "core/diagnostics.hpp"
 #include "core/json_input.hpp"
 #include "serving/request_trace.hpp"

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "tests/fuzz/fuzz_target.hpp"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"
 #include "tests/support/policy_fixtures.hpp"

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "models/model_spec.hpp"
 #include "serving/batch_planner.hpp"
 #include "policies/eplb.hpp"

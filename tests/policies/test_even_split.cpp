@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"

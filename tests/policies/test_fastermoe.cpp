@@ -10,8 +10,8 @@
 #include <set>
 
 #include "sim/flow_network.hpp"
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "core/diagnostics.hpp"
 #include "core/rng.hpp"
 #include "models/routing.hpp"

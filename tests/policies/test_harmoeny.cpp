@@ -9,8 +9,8 @@
 #include <numeric>
 #include <random>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "serving/batch_planner.hpp"
 #include "policies/harmoeny.hpp"
 #include "tests/support/policy_fixtures.hpp"

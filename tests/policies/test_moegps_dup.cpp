@@ -9,8 +9,8 @@
 #include <numeric>
 #include <tuple>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "models/model_spec.hpp"
 #include "models/routing.hpp"
 #include "serving/batch_planner.hpp"

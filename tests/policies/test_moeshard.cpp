@@ -7,8 +7,8 @@
 #include <numeric>
 #include <string>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"

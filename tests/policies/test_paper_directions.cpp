@@ -11,8 +11,8 @@
 #include <map>
 #include <string>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 
 namespace moesim {
 namespace {

@@ -8,8 +8,8 @@
 #include <tuple>
 #include <string>
 
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/scenario.hpp"
-#include "app/serving_run.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_run.hpp"
 
 namespace moesim::testing {
 

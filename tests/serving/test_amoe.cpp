@@ -10,10 +10,10 @@
 #include <numeric>
 #include <string>
 
-#include "app/run_context.hpp"
-#include "app/scenario.hpp"
-#include "app/serving_amoe.hpp"
-#include "app/serving_run.hpp"
+#include "app/run/run_context.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_amoe.hpp"
+#include "app/run/serving_run.hpp"
 #include "core/diagnostics.hpp"
 #include "hardware/collectives.hpp"
 #include "hardware/nccl_tuning.hpp"

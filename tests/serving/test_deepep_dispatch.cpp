@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "app/scenario.hpp"
-#include "app/serving_run.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_run.hpp"
 #include "serve_metrics.hpp"
 #include "policies/deepep_dispatch.hpp"
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "app/run_context.hpp"
-#include "app/scenario.hpp"
-#include "app/serving_run.hpp"
+#include "app/run/run_context.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_run.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "serving/engine.hpp"

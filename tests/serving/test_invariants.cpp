@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
-#include "app/scenario.hpp"
-#include "app/serving_metrics.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_metrics.hpp"
 #include "core/invariants.hpp"
 #include "models/routing.hpp"
 #include "policies/policy.hpp"

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
-#include "app/scenario.hpp"
-#include "app/serving_run.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_run.hpp"
 #include "serve_metrics.hpp"
 #include "serving/step_planner.hpp"
 #include "sim/flow_network.hpp"

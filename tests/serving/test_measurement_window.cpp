@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "app/scenario.hpp"
-#include "app/serving_metrics.hpp"
-#include "app/serving_run.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_metrics.hpp"
+#include "app/run/serving_run.hpp"
 
 namespace moesim {
 namespace {

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "sim/flow_network.hpp"
-#include "app/run_context.hpp"
-#include "app/runner.hpp"
-#include "app/scenario.hpp"
-#include "app/serving_metrics.hpp"
-#include "app/serving_run.hpp"
+#include "app/run/run_context.hpp"
+#include "app/run/runner.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_metrics.hpp"
+#include "app/run/serving_run.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/operators.hpp"
 #include "serving/engine.hpp"

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 
-#include "app/scenario.hpp"
-#include "app/serving_run.hpp"
+#include "app/scenario/scenario.hpp"
+#include "app/run/serving_run.hpp"
 #include "serve_metrics.hpp"
 
 namespace moesim {

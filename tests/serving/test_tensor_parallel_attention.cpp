@@ -7,7 +7,7 @@
 #include <numeric>
 #include <string>
 
-#include "app/scenario.hpp"
+#include "app/scenario/scenario.hpp"
 #include "core/diagnostics.hpp"
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"

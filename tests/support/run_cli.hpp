@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "app/cli.hpp"
+#include "app/cli/cli.hpp"
 
 namespace moesim::testing_support {
 
