@@ -524,11 +524,10 @@ ParallelLayout read_layout(const ParamSet& p, int gpus, const std::string& what,
   return l;
 }
 
-}  // namespace
-
-void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags,
-                           bool cluster_ok, YAML::Node& workload_res, YAML::Node& serving_res,
-                           YAML::Node& deployment_res) {
+// `workload:` with kind serving (all but `routing`): requests, arrivals, lengths, and the
+// representative prefill shape policies profile with.
+void read_serving_workload(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags,
+                           YAML::Node& workload_res) {
   const YAML::Node wl = root["workload"];
   s.workload_kind = WorkloadKind::kServing;
   s.serving_workload_where = loc(src, wl, root);
@@ -630,7 +629,12 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   s.workload.seq_len = std::max<std::int64_t>(1, std::llround(mean_prompt));
   s.workload.batches = 1;
   s.workload.warmup_batches = 0;
+}
 
+// `serving:`: the engine preset, the scheduler, the SLOs and speculative decoding.
+void read_scheduler(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags,
+                    YAML::Node& serving_res) {
+  const ServingWorkload& sw = s.serving_workload;
   // serving: the engine first (its preset gives the scheduler's defaults), then the scheduler.
   const YAML::Node sv = root["serving"];
   s.serving_where = loc(src, sv, root);
@@ -697,7 +701,11 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
   if (sw.prompt_cached && cfg.admission == Admission::kReserveFull) {
     // Nothing to forbid: reserved blocks include the cached prompt.
   }
+}
 
+// `deployment:`: a colocated layout, or prefill and decode pools.
+void read_deployment(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags, bool cluster_ok,
+                     YAML::Node& deployment_res) {
   // deployment:
   const YAML::Node dep = root["deployment"];
   s.deployment_where = loc(src, dep, root);
@@ -777,6 +785,16 @@ void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap&
                               std::to_string(c.nodes) + " nodes)");
       }
   }
+}
+
+}  // namespace
+
+void read_serving_sections(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags,
+                           bool cluster_ok, YAML::Node& workload_res, YAML::Node& serving_res,
+                           YAML::Node& deployment_res) {
+  read_serving_workload(root, s, src, diags, workload_res);
+  read_scheduler(root, s, src, diags, serving_res);
+  read_deployment(root, s, src, diags, cluster_ok, deployment_res);
 }
 
 }  // namespace moesim
