@@ -10,11 +10,15 @@ puts ROOT/notebooks on sys.path and calls `setup(ROOT)`. Environment variables:
   MOESIM_NOTEBOOK_REFRESH=1  rerun moesim even where its output is already there
 
 Relative paths in these variables are taken from the repository root. The binary is needed only
-when data is missing or a refresh is asked for: existing results plot without a build.
+when data is missing or a refresh is asked for: existing results plot without a build. Sweeps and
+runs go through the Python module (`import moesim`, from ROOT/python and the extension built
+beside the binary) when it is built, else through the binary; plans and guidelines, which the
+module does not offer yet, always run the binary.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -45,6 +49,8 @@ class Config:
     plots: Path
     quick: bool
     refresh: bool
+    module: object = None  # the `moesim` Python module when it is built: sweeps and runs go through it
+
 
     def data_dir(self, name: str) -> Path:
         """RESULTS/name, or RESULTS/name-quick in quick mode (a sweep refuses a directory that
@@ -62,6 +68,7 @@ class Config:
             f"results    : {self.results}",
             f"plots      : {self.plots}",
             f"mode       : {'quick' if self.quick else 'full'}{', refresh' if self.refresh else ''}",
+            f"runs       : {'in-process (import moesim)' if self.module is not None else 'the moesim binary'}",
         ])
 
 
@@ -72,14 +79,31 @@ def setup(root: Path) -> Config:
             f"{root} is not the moesim repository (no meson.build and notebooks/ there): "
             "set MOESIM_SOURCE_ROOT to the repository root")
     results = _path_from_env("MOESIM_RESULTS_DIR", root, root / "results")
+    moesim = _path_from_env("MOESIM_BIN", root, root / "build" / "moesim")
     return Config(
         root=root,
-        moesim=_path_from_env("MOESIM_BIN", root, root / "build" / "moesim"),
+        moesim=moesim,
         results=results,
         plots=_path_from_env("MOESIM_PLOTS_DIR", root, results / "plots"),
         quick=env_flag("MOESIM_NOTEBOOK_QUICK"),
         refresh=env_flag("MOESIM_NOTEBOOK_REFRESH"),
+        module=_import_module(root, moesim),
     )
+
+
+def _import_module(root: Path, binary: Path):
+    """`import moesim` from the package in ROOT/python and the extension built beside the binary
+    (BUILD/python); None when it is not built (no pybind11), and the CLI is used instead."""
+    import sys
+
+    for path in (root / "python", binary.parent / "python"):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    try:
+        import moesim
+    except ImportError:
+        return None
+    return moesim
 
 
 def require_binary(cfg: Config) -> Path:
@@ -139,13 +163,14 @@ def _stamp(args: list[str], inputs: list[Path]) -> dict:
 
 
 def produce(cfg: Config, out: Path, args: list, outputs: list[Path], *, inputs: list[Path] = (),
-            also_remove: list[Path] = (), stdout_to: Path | None = None) -> None:
+            also_remove: list[Path] = (), stdout_to: Path | None = None, action=None) -> None:
     """Runs `moesim ARGS` (its outputs in the folder `out`) unless the outputs are there. A stamp
     in `out` records the command and the hashes of its `inputs` (scenario files): outputs of
     another command (another grid, quick vs full) or of an edited scenario are redone, while
     outputs without a stamp (put there by hand) are used as they are. Before a run the outputs
     and `also_remove` are deleted (a sweep resumes from, or refuses, an existing directory).
-    `stdout_to` keeps what moesim printed."""
+    `stdout_to` keeps what moesim printed. `action` (returning the text to keep) produces the
+    outputs in-process instead of running the CLI; `args` then only name what it does."""
     import json
 
     args = [str(a) for a in args]
@@ -155,11 +180,12 @@ def produce(cfg: Config, out: Path, args: list, outputs: list[Path], *, inputs: 
     if not needs_run(cfg, *outputs) and not stale:
         print(f"using {', '.join(str(o) for o in outputs)} (MOESIM_NOTEBOOK_REFRESH=1 reruns)")
         return
-    require_subcommand(cfg, args[0])
+    if action is None:
+        require_subcommand(cfg, args[0])
     for f in [stamp, *outputs, *also_remove]:
         Path(f).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    stdout = run_moesim(cfg, args)
+    stdout = run_moesim(cfg, args) if action is None else action()
     if stdout_to is not None:
         Path(stdout_to).write_text(stdout)
     missing = [str(o) for o in outputs if not Path(o).exists()]
@@ -179,6 +205,19 @@ def sweep(cfg: Config, scenario: str, out: Path, grid: list[str], sets: list[str
         args += ["--zip", z]
     for s in sets:
         args += ["--set", s]
+    if cfg.module is not None:
+        # In-process: the same points and metrics as the CLI's sweep, as a DataFrame.
+        def action():
+            print(f"moesim.sweep({scenario!r}, grid={list(grid)}, zip={list(zips)}, set={list(sets)})", flush=True)
+            table = cfg.module.sweep(cfg.root / scenario, list(grid), zip=list(zips), set=list(sets))
+            table.to_csv(out / "results.csv", index=False)
+            with open(out / "results.jsonl", "w") as f:
+                for point in table.attrs["points"]:
+                    f.write(json.dumps(point) + "\n")
+            return ""
+        produce(cfg, out, ["python"] + args, [out / "results.csv", out / "results.jsonl"], inputs=[scenario],
+                action=action)
+        return out / "results.csv"
     produce(cfg, out, args, [out / "results.csv", out / "results.jsonl"], inputs=[scenario],
             also_remove=[out / "sweep.json"])
     return out / "results.csv"
@@ -193,7 +232,13 @@ def resolved_scenario(cfg: Config, scenario: str, sets: list[str], out: Path) ->
     for s in sets:
         args += ["--set", s]
     resolved = out / "scenario.resolved.yaml"
-    produce(cfg, out, args, [resolved], inputs=[scenario])
+    if cfg.module is not None:
+        def action():
+            cfg.module.run(cfg.root / scenario, set=list(sets), out=out)
+            return ""
+        produce(cfg, out, ["python"] + args, [resolved], inputs=[scenario], action=action)
+    else:
+        produce(cfg, out, args, [resolved], inputs=[scenario])
     with open(resolved) as f:
         return yaml.safe_load(f)
 

@@ -17,6 +17,7 @@
 #include "app/run/runner.hpp"
 #include "app/scenario/scenario.hpp"
 #include "app/scenario/scenario_reference.hpp"
+#include "app/sweep/sweep.hpp"
 #include "core/diagnostics.hpp"
 #include "core/version.hpp"
 #include "hardware/cluster.hpp"
@@ -144,6 +145,25 @@ std::string cost_json(F&& query) {
   }
 }
 
+/// The points of a sweep as `moesim sweep` expands them (ranges, zips, order): each point's
+/// (key, YAML value) overrides, grid keys first.
+std::vector<std::vector<std::pair<std::string, std::string>>> sweep_points(const std::vector<std::string>& grids,
+                                                                           const std::vector<std::string>& zips,
+                                                                           const std::vector<std::string>& sets) {
+  try {
+    SweepSpec spec;
+    spec.file = "sweep";
+    for (const auto& g : grids) spec.grids.push_back(parse_sweep_axis("--grid", g));
+    for (const auto& z : zips) spec.zips.push_back(parse_sweep_axis("--zip", z));
+    spec.sets = sets;
+    std::vector<std::vector<std::pair<std::string, std::string>>> out;
+    for (const SweepPoint& p : expand_points(spec)) out.push_back(p.overrides);
+    return out;
+  } catch (const InputError& e) {
+    throw LocatedErrors(joined(e));
+  }
+}
+
 }  // namespace
 }  // namespace moesim
 
@@ -163,6 +183,7 @@ PYBIND11_MODULE(_moesim, m) {
                               const std::string& calibration, const std::string& network_model, bool explain) {
     return cost_json([&] { return collective_cost(kind, hardware, nodes, gpus, bytes, calibration, network_model, explain); });
   });
+  m.def("sweep_points", &sweep_points, py::arg("grids"), py::arg("zips"), py::arg("sets"));
   m.def("reference_markdown", [] { return reference_markdown(); });
   m.def("schema", [] { return scenario_schema_json(); });
   m.attr("__version__") = std::string(moesim_version());

@@ -14,9 +14,9 @@ A scenario that moesim rejects raises ScenarioError, whose `errors` are the
 (sweep's `jobs`) simulate in parallel. Results are those of `moesim run`, byte for byte.
 """
 import builtins
+from builtins import zip as zip_
 import concurrent.futures
 import io
-import itertools
 import json
 import os
 import pathlib
@@ -123,31 +123,63 @@ def _flatten(prefix, value, row):
         row[prefix] = value
 
 
-def sweep(scenario, grid, *, set=(), jobs=None):
-    """Runs `scenario` at every point of `grid` ({"key.path": [values]}, the Cartesian product in
-    the order given) and returns a pandas DataFrame: one row per point and run, the point's values,
-    the run's labels and its metrics flattened to dotted columns (ttft_ms.p99, bytes.inter_node).
-    Points run on `jobs` threads (default: the CPUs); the table does not depend on `jobs`."""
+def _axes(axes):
+    """Axes as `moesim sweep` takes them: "key=v1,v2" or "key=start:stop:step" strings, or a dict
+    {key: [values]}."""
+    if axes is None:
+        return []
+    if isinstance(axes, dict):
+        return [f"{k}=" + ",".join(_yaml_value(v) for v in values) for k, values in axes.items()]
+    return [str(a) for a in axes]
+
+
+def _typed(text):
+    """A point's YAML value as a number when it reads as one (for the table's columns)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def sweep(scenario, grid, *, zip=None, set=(), jobs=None):  # noqa: A002 (the CLI's option)
+    """Runs `scenario` at every point of a sweep and returns a pandas DataFrame: one row per point
+    and run, with `point` (its index), the point's values, the run's labels and its metrics
+    flattened to dotted columns (ttft_ms.p99, bytes.inter_node). `table.attrs["points"]` holds
+    each point's overrides and whole runs (what the CLI sweep's results.jsonl lines hold).
+
+    `grid`: axes whose values multiply ({"key.path": [values]}, or `moesim sweep --grid` strings
+    such as "workload.routing.alpha=0.0:0.9:0.1"); `zip`: axes that advance together, as one more,
+    innermost dimension (`--zip`). Points are those `moesim sweep` expands, in its order; they run
+    on `jobs` threads (default: the CPUs), and the table does not depend on `jobs`."""
     import pandas
-    keys = [str(k) for k in grid]
-    points = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in grid))]
     fixed = _sets(set)
+    try:
+        points = _moesim.sweep_points(_axes(grid), _axes(zip), fixed)
+    except _moesim.InputError as e:
+        raise ScenarioError(str(e).splitlines()) from None
 
     def one(point):
-        return run(scenario, set=fixed + [f"{k}={_yaml_value(v)}" for k, v in point.items()])
+        return run(scenario, set=fixed + [f"{k}={v}" for k, v in point])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
         results = [*pool.map(one, points)]
-    rows = []
-    for point, result in zip(points, results):
+    rows, per_point = [], []
+    for index, (point, result) in enumerate(zip_(points, results)):
+        per_point.append({"point": index, "overrides": dict(point), "runs": result["runs"]})
         for r in result["runs"]:
-            row = dict(point)
-            for k in ("label", "policy", "predictor", "predictor_label"):
+            row = {"point": index, **{k: _typed(v) for k, v in point}}
+            for k in ("policy", "label", "predictor", "predictor_label"):
                 if k in r:
                     row[k] = r[k]
             _flatten("", r.get("metrics", {}), row)
             rows.append(row)
-    return pandas.DataFrame(rows)
+    table = pandas.DataFrame(rows)
+    # Every point's runs whole (arrays such as per-GPU breakdowns are left out of the columns), as
+    # the lines of the CLI sweep's results.jsonl.
+    table.attrs["points"] = per_point
+    return table
 
 
 def list(kind):  # noqa: A001 (the CLI's verb)

@@ -135,3 +135,19 @@ def test_cost_queries_are_the_cli_json():
                 lambda: moesim.cost.allreduce("dgx-h100", 8, float("nan")), lambda: moesim.cost.gemm("no-such-gpu", 1, 1, 1)):
         with pytest.raises(moesim.ScenarioError):
             bad()
+
+
+def test_sweep_table_is_the_cli_sweeps(tmp_path):
+    cli("sweep", QUICKSTART, "--grid", "workload.batch_size=4:8:4", "--zip", "seed=1,2", "--zip", "workload.seq_len=64,128",
+        "--out", tmp_path / "cli")
+    import numpy
+    import pandas
+    printed = pandas.read_csv(tmp_path / "cli" / "results.csv")
+    table = moesim.sweep(QUICKSTART, ["workload.batch_size=4:8:4"], zip={"seed": [1, 2], "workload.seq_len": [64, 128]})
+    assert list(table.columns) == list(printed.columns)
+    numbers = printed.select_dtypes("number").columns
+    # results.csv prints 17 significant digits; the module keeps the doubles
+    assert numpy.allclose(printed[numbers].to_numpy(), table[numbers].to_numpy(dtype=float), rtol=1e-12, atol=0)
+    assert (printed["label"] == table["label"]).all()
+    with pytest.raises(moesim.ScenarioError, match="never reaches stop"):
+        moesim.sweep(QUICKSTART, ["seed=1:5:-1"])
