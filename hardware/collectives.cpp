@@ -12,6 +12,7 @@
 #include "hardware/nccl_tuning.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -332,15 +333,15 @@ Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double byt
   TaskGraph g;
   switch (kind) {
     case CollectiveKind::kAllReduce:
-      add_ring_all_reduce(g, c, ids, bytes, Phase::kCollective, -1, {});
+      add_ring_all_reduce(g, c, ids, bytes, phase::kCollective, -1, {});
       break;
     case CollectiveKind::kAllGather:
-      add_ring_all_gather(g, c, ids, bytes / gpus, Phase::kCollective, -1, {});
+      add_ring_all_gather(g, c, ids, bytes / gpus, phase::kCollective, -1, {});
       break;
     case CollectiveKind::kAllToAll: {
       const TaskId start = g.join({});
       std::vector<std::vector<double>> m(gpus, std::vector<double>(gpus, bytes / gpus));
-      add_all_to_all(g, c, ids, m, Phase::kCollective, -1, std::vector<TaskId>(gpus, start));
+      add_all_to_all(g, c, ids, m, phase::kCollective, -1, std::vector<TaskId>(gpus, start));
       break;
     }
     case CollectiveKind::kSendRecv: {
@@ -348,10 +349,10 @@ Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double byt
       const CollectiveCalibration* cal = calibration_of(c, kind, pair);
       const P2pPricing p = nccl_priced(c, cal) ? price_p2p(c, 0, gpus - 1, bytes)
                                                : P2pPricing{0, wire_scale(cal, bytes), HopLatency::kPaid};
-      const TaskId start = nccl_priced(c, cal) ? g.delay(p.launch, Phase::kCollective, -1, {})
-                                               : launch(g, c, cal, Phase::kCollective, -1, {});
+      const TaskId start = nccl_priced(c, cal) ? g.delay(p.launch, phase::kCollective, -1, {})
+                                               : launch(g, c, cal, phase::kCollective, -1, {});
       const TaskId dep[] = {start};
-      const TaskId f = g.transfer(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1), bytes, Phase::kCollective, -1, dep, 0);
+      const TaskId f = g.transfer(c.gpu_endpoint(0), c.gpu_endpoint(gpus - 1), bytes, phase::kCollective, -1, dep, 0);
       g.price_transfer(f, p.wire_scale, p.hop);
       break;
     }

@@ -31,6 +31,7 @@
 #include "hardware/collectives.hpp"
 #include "models/model_spec.hpp"
 #include "policies/static_placement.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -82,7 +83,7 @@ class DeepSpeedMoe final : public StaticPlacementPolicy {
     std::iota(gpus.begin(), gpus.end(), 0);
     const TaskId dep[] = {all_routed};
     const TaskId agreed =
-        add_ring_all_reduce(plan, ctx.cluster, gpus, kCountBytes, Phase::kCollective, in.layer, dep);
+        add_ring_all_reduce(plan, ctx.cluster, gpus, kCountBytes, phase::kCollective, in.layer, dep);
     return std::vector<TaskId>(static_cast<std::size_t>(G), agreed);
   }
 

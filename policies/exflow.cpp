@@ -23,7 +23,7 @@
 // Re-solving: the first solve uses `profile_batches` profiling batches (PolicyContext::
 // profile_routing) before serving, at no simulated cost. With `resolve_every: n > 0` the first
 // MoE layer of every n-th batch applies a placement solved from the last `profile_batches`
-// observed batches, pays `solve_ms` as a CPU delay on every GPU (Phase::kSchedule), and copies
+// observed batches, pays `solve_ms` as a CPU delay on every GPU (phase::kSchedule), and copies
 // each moved expert from its old GPU to its new one (the transient extra copy is not counted in
 // memory). A re-solve keeps the better of a fresh solve whose GPUs are renamed (one permutation
 // for all layers, leaving load and affinity unchanged) to keep the most experts in place, and a
@@ -42,6 +42,7 @@
 
 #include "models/model_spec.hpp"
 #include "policies/memory.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -402,7 +403,7 @@ std::vector<TaskId> ExflowPolicy::before_scatter(TaskGraph& plan, const PolicyCo
   const Tick solve = seconds_to_ticks(solve_ms_ * 1e-3);
   const TaskId dep[] = {all_routed};
   for (std::size_t g = 0; g < out.size(); ++g)
-    out[g] = plan.delay(solve, Phase::kSchedule, in.layer, dep, static_cast<int>(g));
+    out[g] = plan.delay(solve, phase::kSchedule, in.layer, dep, static_cast<int>(g));
   return out;
 }
 

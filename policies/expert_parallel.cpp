@@ -8,6 +8,7 @@
 #include "hardware/hierarchical_all_to_all.hpp"
 #include "models/operators.hpp"
 #include "policies/deepep_dispatch.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -33,16 +34,16 @@ TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyCont
     // order on the GPU's stream.
     std::vector<TaskId> computes;
     for (const auto n : load)
-      if (n > 0) computes.push_back(plan.compute(g, Phase::kExperts, L, expert_ops(m, {n}), ready_dep));
-    return computes.empty() ? plan.join(ready_dep, Phase::kExperts, L) : plan.join(computes, Phase::kExperts, L);
+      if (n > 0) computes.push_back(plan.compute(g, phase::kExperts, L, expert_ops(m, {n}), ready_dep));
+    return computes.empty() ? plan.join(ready_dep, phase::kExperts, L) : plan.join(computes, phase::kExperts, L);
   }
   if (d.fetch[g].empty()) {
     // Every expert is resident: one grouped GEMM per projection over the experts with tokens.
     std::vector<std::int64_t> per_expert;
     for (const auto n : load)
       if (n > 0) per_expert.push_back(n);
-    return per_expert.empty() ? plan.join(ready_dep, Phase::kExperts, L)
-                              : plan.compute(g, Phase::kExperts, L, expert_ops(m, per_expert), ready_dep);
+    return per_expert.empty() ? plan.join(ready_dep, phase::kExperts, L)
+                              : plan.compute(g, phase::kExperts, L, expert_ops(m, per_expert), ready_dep);
   }
 
   // Per-expert kernels so that each finished expert frees its buffer for the next fetch
@@ -53,7 +54,7 @@ TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyCont
     if (load[e] > 0) resident.push_back(e);
   std::stable_sort(resident.begin(), resident.end(), [&](int a, int b) { return load[a] > load[b]; });
   std::vector<TaskId> computes;  // in the order their buffers free up
-  for (const int e : resident) computes.push_back(plan.compute(g, Phase::kExperts, L, expert_ops(m, {load[e]}), ready_dep));
+  for (const int e : resident) computes.push_back(plan.compute(g, phase::kExperts, L, expert_ops(m, {load[e]}), ready_dep));
 
   const int free0 = d.free_buffers[g];
   if (free0 + static_cast<int>(resident.size()) == 0)
@@ -72,12 +73,12 @@ TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyCont
     // Synchronous fetching waits for the GPU's previous expert before it starts (the GPU idles
     // while the weights arrive).
     if (d.fetch_mode == FetchMode::kSync) deps.push_back(computes.empty() ? ready : computes.back());
-    const TaskId f = plan.transfer(host, ctx.cluster.gpu_endpoint(g), bytes, Phase::kFetch, L, deps, g,
+    const TaskId f = plan.transfer(host, ctx.cluster.gpu_endpoint(g), bytes, phase::kFetch, L, deps, g,
                                    CopyEngine::kHostToDevice);
     const TaskId cdeps[] = {ready, f};
-    computes.push_back(plan.compute(g, Phase::kExperts, L, expert_ops(m, {load[e]}), cdeps));
+    computes.push_back(plan.compute(g, phase::kExperts, L, expert_ops(m, {load[e]}), cdeps));
   }
-  const TaskId done = plan.join(computes, Phase::kExperts, L);
+  const TaskId done = plan.join(computes, phase::kExperts, L);
   if (d.restore_overwritten) {
     // Every fetch overwrote a resident expert's buffer until the resident ones ran out.
     restores[g] = static_cast<int>(
@@ -105,13 +106,13 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     auto ops = shared_expert_ops(m, in.home_tokens[g]);
     if (ops.empty() || in.home_tokens[g] == 0) continue;
     const TaskId dep[] = {in.ready[g]};
-    shared[g] = plan.compute(g, Phase::kExperts, L, std::move(ops), dep);
+    shared[g] = plan.compute(g, phase::kExperts, L, std::move(ops), dep);
     has_shared[g] = 1;
   }
 
   // Scatter: a collective, so it starts when every GPU has routed (implicit barrier), after any
   // step the policy puts in between.
-  const TaskId all_routed = plan.join(in.ready, Phase::kDispatch, L);
+  const TaskId all_routed = plan.join(in.ready, phase::kDispatch, L);
   const std::vector<TaskId> may_scatter = before_scatter(plan, ctx, in, all_routed);
   if (static_cast<int>(may_scatter.size()) != G)
     throw std::logic_error("before_scatter returned the wrong number of per-GPU tasks");
@@ -127,7 +128,7 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
       anchor = may_scatter[c.dst_gpu];
     const TaskId dep[] = {anchor};
     arriving[c.dst_gpu].push_back(plan.transfer(c.src_endpoint, cl.gpu_endpoint(c.dst_gpu), m.expert_bytes(),
-                                                Phase::kFetch, L, dep, from_gpu ? c.src_endpoint : c.dst_gpu,
+                                                phase::kFetch, L, dep, from_gpu ? c.src_endpoint : c.dst_gpu,
                                                 from_gpu ? CopyEngine::kPeer : CopyEngine::kHostToDevice));
   }
 
@@ -154,8 +155,8 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   std::vector<std::vector<std::vector<double>>> scatter{to_bytes(d.send, false)};
   if (!d.forward.empty()) scatter.push_back(to_bytes(d.forward, false));
   const std::vector<TaskId> scattered =
-      deepep ? deepep_call(DeepEpOp::kDispatch, Phase::kDispatch, plan.join(may_scatter, Phase::kDispatch, L))
-             : add_staged_all_to_all(plan, cl, gpus, scatter, Phase::kDispatch, L, may_scatter);
+      deepep ? deepep_call(DeepEpOp::kDispatch, phase::kDispatch, plan.join(may_scatter, phase::kDispatch, L))
+             : add_staged_all_to_all(plan, cl, gpus, scatter, phase::kDispatch, L, may_scatter);
 
   MoeLayerOutput out;
   out.gpu_tokens.assign(G, 0);
@@ -170,13 +171,13 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     TaskId ready = scattered[g];
     if (!arriving[g].empty()) {
       arriving[g].push_back(scattered[g]);
-      ready = plan.join(arriving[g], Phase::kExperts, L);
+      ready = plan.join(arriving[g], phase::kExperts, L);
     }
     experts_done[g] = build_gpu_experts(plan, ctx, in, d, g, ready, may_scatter[g], restores);
   }
 
   // Gather: the reverse all-to-all, again a barrier collective.
-  const TaskId all_computed = plan.join(experts_done, Phase::kCombine, L);
+  const TaskId all_computed = plan.join(experts_done, phase::kCombine, L);
   // Gather: the scatter's stages backwards (forwarded outputs return to their gateway first).
   std::vector<std::vector<std::vector<double>>> combine;
   if (!d.gather.empty()) combine.push_back(to_bytes(d.gather, false));
@@ -185,8 +186,8 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     combine.push_back(to_bytes(d.send, true));
   }
   const std::vector<TaskId> gathered =
-      deepep ? deepep_call(DeepEpOp::kCombine, Phase::kCombine, all_computed)
-             : add_staged_all_to_all(plan, cl, gpus, combine, Phase::kCombine, L, std::vector<TaskId>(G, all_computed));
+      deepep ? deepep_call(DeepEpOp::kCombine, phase::kCombine, all_computed)
+             : add_staged_all_to_all(plan, cl, gpus, combine, phase::kCombine, L, std::vector<TaskId>(G, all_computed));
   for (int g = 0; g < G; ++g) out.local_bytes += scatter.front()[g][g] + combine.back()[g][g];
 
   out.done.resize(G);
@@ -194,15 +195,15 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     std::vector<TaskId> deps{gathered[g]};
     if (has_shared[g]) deps.push_back(shared[g]);
     out.done[g] = in.home_tokens[g] > 0
-                      ? plan.compute(g, Phase::kMerge, L, combine_ops(m, in.home_tokens[g]), deps)
-                      : plan.join(deps, Phase::kMerge, L);
+                      ? plan.compute(g, phase::kMerge, L, combine_ops(m, in.home_tokens[g]), deps)
+                      : plan.join(deps, phase::kMerge, L);
     // Overwritten experts come back once the layer is merged. They only need to be in place
     // before this layer runs again (the next batch), so they belong to no layer's latency
     // (layer -1) and overlap the following layers on the copy engine.
     const TaskId after[] = {out.done[g]};
     const int host = cl.host_endpoint(cl.node_of_gpu(g));
     for (int i = 0; i < restores[g]; ++i)
-      plan.transfer(host, cl.gpu_endpoint(g), m.expert_bytes(), Phase::kFetch, -1, after, g, CopyEngine::kHostToDevice);
+      plan.transfer(host, cl.gpu_endpoint(g), m.expert_bytes(), phase::kFetch, -1, after, g, CopyEngine::kHostToDevice);
   }
   return out;
 }

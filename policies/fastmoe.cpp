@@ -14,6 +14,7 @@
 #include "hardware/collectives.hpp"
 #include "models/model_spec.hpp"
 #include "policies/static_placement.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -46,7 +47,7 @@ class FastMoe final : public StaticPlacementPolicy {
     for (int s = 0; s < G; ++s)
       for (int t = 0; t < G; ++t)
         if (s != t) bytes[s][t] = kCountBytes * static_cast<double>(placement_.experts_on_gpu[t].size());
-    return add_all_to_all(plan, ctx.cluster, gpus, bytes, Phase::kCollective, in.layer,
+    return add_all_to_all(plan, ctx.cluster, gpus, bytes, phase::kCollective, in.layer,
                           std::vector<TaskId>(static_cast<std::size_t>(G), all_routed));
   }
 

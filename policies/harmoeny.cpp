@@ -18,6 +18,7 @@
 
 #include "hardware/collectives.hpp"
 #include "core/diagnostics.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -168,13 +169,13 @@ class Harmoeny final : public ExpertParallelPolicy {
     // Alg. 1 step 2: each GPU contributes its E per-expert counts; every GPU ends with all G.
     const TaskId routed[] = {all_routed};
     const TaskId gathered = add_ring_all_gather(plan, ctx.cluster, gpus, kMetadataCounterBytes * ctx.model.experts,
-                                                Phase::kCollective, in.layer, routed);
+                                                phase::kCollective, in.layer, routed);
     // Alg. 1 step 3 runs on every GPU's host thread from the same m_all, so each computes the
     // same S; its cost is a parameter (the engine never prices host code).
     const TaskId dep[] = {gathered};
     std::vector<TaskId> scheduled(static_cast<std::size_t>(G));
     for (int g = 0; g < G; ++g)
-      scheduled[g] = plan.delay(us_to_ticks(schedule_us_), Phase::kSchedule, in.layer, dep, g);
+      scheduled[g] = plan.delay(us_to_ticks(schedule_us_), phase::kSchedule, in.layer, dep, g);
     return scheduled;
   }
 

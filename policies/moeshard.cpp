@@ -8,6 +8,7 @@
 
 #include "hardware/collectives.hpp"
 #include "models/operators.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -25,7 +26,7 @@ class MoeShardPolicy final : public ShardedExpertsPolicy {
                                         TaskId start) override {
     const int G = ctx.cluster.num_gpus();
     return add_all_to_all(plan, ctx.cluster, all_gpus(G), home_rows_to_peers(ctx, in, /*to_home=*/false),
-                          Phase::kDispatch, in.layer, std::vector<TaskId>(G, start));
+                          phase::kDispatch, in.layer, std::vector<TaskId>(G, start));
   }
 
   // Step 5: GPU t returns one partial row per token to the token's home GPU (top-k partials were
@@ -34,7 +35,7 @@ class MoeShardPolicy final : public ShardedExpertsPolicy {
                                       TaskId computed) override {
     const int G = ctx.cluster.num_gpus();
     return add_all_to_all(plan, ctx.cluster, all_gpus(G), home_rows_to_peers(ctx, in, /*to_home=*/true),
-                          Phase::kCombine, in.layer, std::vector<TaskId>(G, computed));
+                          phase::kCombine, in.layer, std::vector<TaskId>(G, computed));
   }
 
   // Each home GPU receives G-1 partials and holds its own: it sums G of them.

@@ -8,6 +8,7 @@
 #include "hardware/collectives.hpp"
 #include "models/operators.hpp"
 #include "core/diagnostics.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -103,16 +104,16 @@ MoeLayerOutput ShardedExpertsPolicy::build_moe_layer(TaskGraph& plan, const Poli
     auto ops = shared_expert_ops(m, in.home_tokens[g]);
     if (ops.empty()) continue;
     const TaskId dep[] = {in.ready[g]};
-    shared[g] = plan.compute(g, Phase::kExperts, L, std::move(ops), dep);
+    shared[g] = plan.compute(g, phase::kExperts, L, std::move(ops), dep);
     has_shared[g] = 1;
   }
 
   // Metadata exchange (MoEShard §3.1 step 2) as a ring all-gather: a collective, so it starts
   // when every GPU has routed.
-  const TaskId all_routed = plan.join(in.ready, Phase::kDispatch, L);
+  const TaskId all_routed = plan.join(in.ready, phase::kDispatch, L);
   const TaskId routed_dep[] = {all_routed};
   const TaskId meta = add_ring_all_gather(plan, cl, gpus, metadata_bytes_per_gpu(m, max_home_tokens(in)),
-                                          Phase::kCollective, L, routed_dep);
+                                          phase::kCollective, L, routed_dep);
 
   const std::vector<TaskId> received = distribute_tokens(plan, ctx, in, meta);
 
@@ -128,13 +129,13 @@ MoeLayerOutput ShardedExpertsPolicy::build_moe_layer(TaskGraph& plan, const Poli
   std::vector<TaskId> computed(G);
   for (int g = 0; g < G; ++g) {
     const TaskId dep[] = {received[g]};
-    computed[g] = expert_work.empty() ? plan.join(dep, Phase::kExperts, L)
-                                      : plan.compute(g, Phase::kExperts, L, expert_work, dep);
+    computed[g] = expert_work.empty() ? plan.join(dep, phase::kExperts, L)
+                                      : plan.compute(g, phase::kExperts, L, expert_work, dep);
   }
 
   // The return trip is a collective too: it starts when every GPU has computed (as the gather
   // of expert parallelism; with identical work the barrier costs nothing here).
-  const std::vector<TaskId> home = collect_outputs(plan, ctx, in, plan.join(computed, Phase::kCombine, L));
+  const std::vector<TaskId> home = collect_outputs(plan, ctx, in, plan.join(computed, phase::kCombine, L));
 
   MoeLayerOutput out;
   // Every GPU computes (its slice of) every selection; nothing is dropped (MoEShard is dropless).
@@ -145,8 +146,8 @@ MoeLayerOutput ShardedExpertsPolicy::build_moe_layer(TaskGraph& plan, const Poli
   for (int g = 0; g < G; ++g) {
     std::vector<TaskId> deps{home[g]};
     if (has_shared[g]) deps.push_back(shared[g]);
-    out.done[g] = in.home_tokens[g] > 0 ? plan.compute(g, Phase::kMerge, L, merge_ops(m, in.home_tokens[g], partials), deps)
-                                        : plan.join(deps, Phase::kMerge, L);
+    out.done[g] = in.home_tokens[g] > 0 ? plan.compute(g, phase::kMerge, L, merge_ops(m, in.home_tokens[g], partials), deps)
+                                        : plan.join(deps, phase::kMerge, L);
   }
   return out;
 }

@@ -16,6 +16,7 @@
 
 #include "hardware/collectives.hpp"
 #include "models/operators.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -33,7 +34,7 @@ class TpExpertsPolicy final : public ShardedExpertsPolicy {
     const int G = ctx.cluster.num_gpus();
     const double per_gpu = static_cast<double>(max_home_tokens(in)) * token_bytes(ctx.model);
     const TaskId dep[] = {start};
-    const TaskId gathered = add_ring_all_gather(plan, ctx.cluster, all_gpus(G), per_gpu, Phase::kDispatch, in.layer, dep);
+    const TaskId gathered = add_ring_all_gather(plan, ctx.cluster, all_gpus(G), per_gpu, phase::kDispatch, in.layer, dep);
     return std::vector<TaskId>(static_cast<std::size_t>(G), gathered);
   }
 
@@ -44,7 +45,7 @@ class TpExpertsPolicy final : public ShardedExpertsPolicy {
     const int G = ctx.cluster.num_gpus();
     const double bytes = static_cast<double>(G) * static_cast<double>(max_home_tokens(in)) * token_bytes(ctx.model);
     const TaskId dep[] = {computed};
-    const TaskId reduced = add_ring_all_reduce(plan, ctx.cluster, all_gpus(G), bytes, Phase::kCombine, in.layer, dep);
+    const TaskId reduced = add_ring_all_reduce(plan, ctx.cluster, all_gpus(G), bytes, phase::kCombine, in.layer, dep);
     return std::vector<TaskId>(static_cast<std::size_t>(G), reduced);
   }
 

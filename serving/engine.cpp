@@ -10,6 +10,7 @@
 #include "serving/rank_load_index.hpp"
 #include "serving/two_batch.hpp"
 #include "sim/network_backend.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -429,7 +430,7 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
   const int src = cluster.gpu_endpoint(src_gpu);
   const int dst = cluster.gpu_endpoint(to.first_gpu + rank * to.tensor_parallel);
   auto graph = std::make_shared<TaskGraph>();
-  graph->transfer(src, dst, bytes, Phase::kOther, -1, {}, src_gpu);
+  graph->transfer(src, dst, bytes, phase::kOther, -1, {}, src_gpu);
   engine_->exec.submit(graph, [this, &r, decode, rank, graph](GraphId, std::vector<TaskTiming>&& timing) {
     if (transfer_observer_) transfer_observer_(*graph, timing);
     const int prefill_pool = r.pool;

@@ -5,6 +5,7 @@
 
 #include "hardware/collectives.hpp"
 #include "serving/step_planner.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -59,7 +60,7 @@ void StepBuilder::add_drafts(TaskGraph& plan, const StepShape& shape) {
     }
     const TaskId end = T > 1 && reduce > 0
                            ? add_ring_all_reduce(plan, cluster, group_gpus_of(k, T), static_cast<double>(reduce) * tb,
-                                                 Phase::kCollective, layer, done)
+                                                 phase::kCollective, layer, done)
                            : plan.join(done, phase, layer);
     for (int i = 0; i < T; ++i) last_[static_cast<std::size_t>(k * T + i)] = end;
   };
@@ -74,28 +75,28 @@ void StepBuilder::add_drafts(TaskGraph& plan, const StepShape& shape) {
         join.push_back(make_elementwise("mtp.enorm", static_cast<double>(n * d.hidden), d.dtype));
         join.push_back(make_elementwise("mtp.hnorm", static_cast<double>(n * d.hidden), d.dtype));
         join.push_back(make_gemm("mtp.eh_proj", n, d.hidden, 2 * d.hidden, d.dtype));
-        run(k, join, Phase::kDense, base_layer, 0);
+        run(k, join, phase::kDense, base_layer, 0);
       }
       for (int l = 0; l < d.layers; ++l) {
         const int layer = base_layer + l;
-        run(k, attention_step_ops(slice, c, d.window_of_layer(l), shape.mla_absorbed_max_new), Phase::kAttention,
+        run(k, attention_step_ops(slice, c, d.window_of_layer(l), shape.mla_absorbed_max_new), phase::kAttention,
             layer, n);
         if (!d.is_moe_layer(l)) {
-          run(k, dense_ffn_ops(slice, n), Phase::kDense, layer, n);
+          run(k, dense_ffn_ops(slice, n), phase::kDense, layer, n);
           continue;
         }
         std::vector<Op> ops = router_ops(d, n);
         for (Op& op : expert_share(n)) ops.push_back(std::move(op));
         for (Op& op : shared_expert_ops(slice, n)) ops.push_back(std::move(op));
         for (Op& op : combine_ops(d, n)) ops.push_back(std::move(op));
-        run(k, ops, Phase::kExperts, layer, n);
+        run(k, ops, phase::kExperts, layer, n);
       }
       // The LM head picks the draft token: vocabulary-parallel GEMM, then top-1 over the logits.
       const std::int64_t vocab = ceil_div(d.vocab, T);
       run(k, {make_elementwise("draft.norm", static_cast<double>(n * d.hidden), d.dtype),
               make_gemm("draft.lm_head", n, vocab, d.hidden, d.dtype),
               make_elementwise("draft.sample", static_cast<double>(n * vocab), DType::kFp32)},
-          Phase::kDense, base_layer + d.layers, 0);
+          phase::kDense, base_layer + d.layers, 0);
     }
   }
 }

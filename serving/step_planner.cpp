@@ -8,6 +8,7 @@
 
 #include "core/invariants.hpp"
 #include "hardware/collectives.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -57,9 +58,9 @@ TaskId add_swaps(TaskGraph& plan, const PolicyContext& ctx, const StepShape& sha
   const int gpu = ctx.cluster.gpu_endpoint(g);
   std::vector<TaskId> deps;
   const TaskId dep[] = {start};
-  if (out > 0.0) deps.push_back(plan.transfer(gpu, host, out, Phase::kFetch, -1, dep, g, CopyEngine::kDeviceToHost));
-  if (in > 0.0) deps.push_back(plan.transfer(host, gpu, in, Phase::kFetch, -1, dep, g, CopyEngine::kHostToDevice));
-  return plan.join(deps, Phase::kFetch, -1);
+  if (out > 0.0) deps.push_back(plan.transfer(gpu, host, out, phase::kFetch, -1, dep, g, CopyEngine::kDeviceToHost));
+  if (in > 0.0) deps.push_back(plan.transfer(host, gpu, in, phase::kFetch, -1, dep, g, CopyEngine::kHostToDevice));
+  return plan.join(deps, phase::kFetch, -1);
 }
 
 // Every GPU's attention ops under tensor parallelism (Megatron-LM's split, as MoE-GPS §2 assumes):
@@ -125,12 +126,12 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
   for (int g = 0; g < G; ++g) token_home_.insert(token_home_.end(), static_cast<std::size_t>(home_tokens_[g]), g);
   last_.resize(G);
   for (int g = 0; g < G; ++g) {
-    TaskId root = plan.join({}, Phase::kOther, -1);
+    TaskId root = plan.join({}, phase::kOther, -1);
     if (shape.host_time > 0) {
       // The engine's host work (scheduling, input preparation, sampling), shown on every GPU it
       // holds up; overlapped, it runs beside the step, which ends when both have.
       const TaskId dep[] = {root};
-      const TaskId host = plan.delay(shape.host_time, Phase::kSchedule, -1, dep, g);
+      const TaskId host = plan.delay(shape.host_time, phase::kSchedule, -1, dep, g);
       if (!shape.host_overlap) root = host;
     }
     last_[g] = add_swaps(plan, ctx, shape, g, root);
@@ -195,21 +196,21 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
     // The predictor runs on every GPU before the layer's attention.
     for (int g = 0; g < G; ++g) {
       const TaskId dep[] = {last_[g]};
-      last_[g] = plan.delay(ms_to_ticks(f.overhead_ms), Phase::kPredict, layer, dep, g);
+      last_[g] = plan.delay(ms_to_ticks(f.overhead_ms), phase::kPredict, layer, dep, g);
     }
   }
   if (grouped_) return add_grouped_layer(plan, layer, moe, routing, f);
   std::vector<TaskId> attn = tensor_parallel_ ? add_tensor_parallel_attention(plan, layer) : std::vector<TaskId>(G);
   for (int g = 0; g < G && !tensor_parallel_; ++g) {
     const TaskId dep[] = {last_[g]};
-    attn[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kAttention, layer, attention_of(g, layer), dep)
-                                  : plan.join(dep, Phase::kAttention, layer);
+    attn[g] = home_tokens_[g] > 0 ? plan.compute(g, phase::kAttention, layer, attention_of(g, layer), dep)
+                                  : plan.join(dep, phase::kAttention, layer);
   }
   if (!moe) {
     for (int g = 0; g < G; ++g) {
       const TaskId dep[] = {attn[g]};
-      last_[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kDense, layer, dense_ffn_ops(m, home_tokens_[g]), dep)
-                                     : plan.join(dep, Phase::kDense, layer);
+      last_[g] = home_tokens_[g] > 0 ? plan.compute(g, phase::kDense, layer, dense_ffn_ops(m, home_tokens_[g]), dep)
+                                     : plan.join(dep, phase::kDense, layer);
     }
     return nullptr;
   }
@@ -217,8 +218,8 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
   in.ready.resize(G);
   for (int g = 0; g < G; ++g) {
     const TaskId dep[] = {attn[g]};
-    in.ready[g] = home_tokens_[g] > 0 ? plan.compute(g, Phase::kRouter, layer, router_ops(m, home_tokens_[g]), dep)
-                                      : plan.join(dep, Phase::kRouter, layer);
+    in.ready[g] = home_tokens_[g] > 0 ? plan.compute(g, phase::kRouter, layer, router_ops(m, home_tokens_[g]), dep)
+                                      : plan.join(dep, phase::kRouter, layer);
   }
   moe_out_ = policy_.build_moe_layer(plan, ctx_, in);
   if (static_cast<int>(moe_out_.done.size()) != G)
@@ -248,19 +249,19 @@ std::vector<TaskId> StepBuilder::add_tensor_parallel_attention(TaskGraph& plan, 
     // need every token: a ring all-gather (NCCL pads each share to the largest).
     const auto largest = *std::max_element(home_tokens_.begin(), home_tokens_.end());
     const TaskId gathered = add_ring_all_gather(plan, ctx_.cluster, gpus, static_cast<double>(largest) * token_bytes,
-                                                Phase::kCollective, layer, last_);
+                                                phase::kCollective, layer, last_);
     start.assign(static_cast<std::size_t>(G), gathered);
   }
   std::vector<TaskId> attn(static_cast<std::size_t>(G));
   for (int g = 0; g < G; ++g) {
     const TaskId dep[] = {start[g]};
-    attn[g] = plan.compute(g, Phase::kAttention, layer, attention_of(g, layer), dep);
+    attn[g] = plan.compute(g, phase::kAttention, layer, attention_of(g, layer), dep);
   }
   // Each GPU's output projection holds a partial sum over its heads for every token (MoE-GPS §2:
   // "We used Ring All Reduce to optimize the communication runtime after TP").
   const std::int64_t T = std::accumulate(home_tokens_.begin(), home_tokens_.end(), std::int64_t{0});
   const TaskId reduced = add_ring_all_reduce(plan, ctx_.cluster, gpus, static_cast<double>(T) * token_bytes,
-                                             Phase::kCollective, layer, attn);
+                                             phase::kCollective, layer, attn);
   return std::vector<TaskId>(static_cast<std::size_t>(G), reduced);
 }
 
@@ -317,16 +318,16 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
       const auto share = *std::max_element(home_tokens_.begin() + static_cast<std::ptrdiff_t>(first),
                                            home_tokens_.begin() + static_cast<std::ptrdiff_t>(first) + T);
       const TaskId gathered = add_ring_all_gather(plan, cluster, group_gpus(k), static_cast<double>(share) * tb,
-                                                  Phase::kCollective, layer, start);
+                                                  phase::kCollective, layer, start);
       start.assign(static_cast<std::size_t>(T), gathered);
     }
     std::vector<TaskId> attn(static_cast<std::size_t>(T));
     for (int i = 0; i < T; ++i) {
       const TaskId dep[] = {start[static_cast<std::size_t>(i)]};
       attn[static_cast<std::size_t>(i)] =
-          plan.compute(k * T + i, Phase::kAttention, layer, attention_of(k * T + i, layer), dep);
+          plan.compute(k * T + i, phase::kAttention, layer, attention_of(k * T + i, layer), dep);
     }
-    all_reduce(k, attn, Phase::kCollective);
+    all_reduce(k, attn, phase::kCollective);
   }
   split_ = false;
   if (!moe) {
@@ -336,9 +337,9 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
       std::vector<TaskId> ffn(static_cast<std::size_t>(T));
       for (int i = 0; i < T; ++i) {
         const TaskId dep[] = {last_[static_cast<std::size_t>(k * T + i)]};
-        ffn[static_cast<std::size_t>(i)] = plan.compute(k * T + i, Phase::kDense, layer, dense_ffn_ops(slice_, n), dep);
+        ffn[static_cast<std::size_t>(i)] = plan.compute(k * T + i, phase::kDense, layer, dense_ffn_ops(slice_, n), dep);
       }
-      all_reduce(k, ffn, Phase::kCollective);
+      all_reduce(k, ffn, phase::kCollective);
     }
     return nullptr;
   }
@@ -370,12 +371,12 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
         for (Op& op : shared_expert_ops(slice_, n)) ops.push_back(std::move(op));
         for (Op& op : combine_ops(m, n)) ops.push_back(std::move(op));
         const TaskId dep[] = {last_[static_cast<std::size_t>(g)]};
-        block[static_cast<std::size_t>(i)] = plan.compute(g, Phase::kExperts, layer, ops, dep);
+        block[static_cast<std::size_t>(i)] = plan.compute(g, phase::kExperts, layer, ops, dep);
         std::int64_t selections = 0;
         for (const auto c : mine) selections += c;
         moe_out_.gpu_tokens[static_cast<std::size_t>(g)] = selections;
       }
-      all_reduce(k, block, Phase::kCombine);
+      all_reduce(k, block, phase::kCombine);
     }
     moe_out_.done = last_;
     return &moe_out_;
@@ -386,7 +387,7 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
     const TaskId dep[] = {last_[static_cast<std::size_t>(g)]};
     const std::int64_t n = home_tokens_[static_cast<std::size_t>(g)];
     in.ready[static_cast<std::size_t>(g)] =
-        n > 0 ? plan.compute(g, Phase::kRouter, layer, router_ops(m, n), dep) : plan.join(dep, Phase::kRouter, layer);
+        n > 0 ? plan.compute(g, phase::kRouter, layer, router_ops(m, n), dep) : plan.join(dep, phase::kRouter, layer);
   }
   moe_out_ = policy_.build_moe_layer(plan, ctx_, in);
   if (static_cast<int>(moe_out_.done.size()) != G)

@@ -58,7 +58,8 @@ double trace_dur_us(Tick start, Tick end) { return static_cast<double>(end / kPs
 
 }  // namespace
 
-ChromeTrace::ChromeTrace(int num_gpus) : num_gpus_(num_gpus), row_end_(static_cast<std::size_t>(num_gpus)) {
+ChromeTrace::ChromeTrace(int num_gpus, TagName tag_name)
+    : num_gpus_(num_gpus), tag_name_(tag_name), row_end_(static_cast<std::size_t>(num_gpus)) {
   for (int g = 0; g < num_gpus; ++g) {
     events_.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", g}, {"args", {{"name", "GPU " + std::to_string(g)}}}});
     events_.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", g}, {"args", {{"sort_index", g}}}});
@@ -113,12 +114,12 @@ void ChromeTrace::add_batch(const TaskGraph& plan, const std::vector<TaskTiming>
       args["dst"] = t.dst;
       if (t.engine != CopyEngine::kNone) args["engine"] = engine_name(t.engine);
     }
-    const std::string name = std::string(phase_name(t.phase)) + (t.layer >= 0 ? " L" + std::to_string(t.layer) : "");
+    const std::string name = std::string(tag_name_(t.phase)) + (t.layer >= 0 ? " L" + std::to_string(t.layer) : "");
     for (const GpuUse& use : gpu_uses(t, num_gpus_)) {
       const int row = take_row(use.gpu, use.activity, tm.start, tm.end);
       events_.push_back({{"ph", "X"},
                          {"name", name},
-                         {"cat", phase_name(t.phase)},
+                         {"cat", tag_name_(t.phase)},
                          {"pid", use.gpu},
                          {"tid", thread_id(use.activity, row)},
                          {"ts", trace_us(tm.start)},

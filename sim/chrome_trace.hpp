@@ -46,7 +46,9 @@ GpuUses gpu_uses(const Task& t, int num_gpus);
 /// Collects executed plans and writes them as one trace.
 class ChromeTrace {
  public:
-  explicit ChromeTrace(int num_gpus);
+  /// How a task's tag is named in the trace (its slices' names and categories).
+  using TagName = const char* (*)(Phase);
+  ChromeTrace(int num_gpus, TagName tag_name);
   /// Adds every timed task of a batch's plan. Batches must be added in time order.
   void add_batch(const TaskGraph& plan, const std::vector<TaskTiming>& timing, int batch);
   /// Adds a slice `name` over [start, end] on lane `lane` (named `lane_name`) of a process of its
@@ -69,6 +71,7 @@ class ChromeTrace {
   void name_thread(int gpu, GpuActivity lane, int row);
 
   int num_gpus_;
+  TagName tag_name_;
   std::vector<std::string> extra_processes_;  ///< pid num_gpus_ + i
   std::set<std::pair<int, std::int64_t>> named_lanes_;
   /// row_end_[gpu][lane][row]: when the last slice on that row ends.

@@ -7,24 +7,6 @@
 
 namespace moesim {
 
-const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::kAttention: return "attention";
-    case Phase::kRouter: return "router";
-    case Phase::kDispatch: return "dispatch";
-    case Phase::kExperts: return "experts";
-    case Phase::kCombine: return "combine";
-    case Phase::kMerge: return "merge";
-    case Phase::kDense: return "dense";
-    case Phase::kSchedule: return "schedule";
-    case Phase::kFetch: return "fetch";
-    case Phase::kCollective: return "collective";
-    case Phase::kPredict: return "predict";
-    case Phase::kOther: return "other";
-  }
-  return "?";
-}
-
 SuccessorList::SuccessorList(const SuccessorList& o) : size_(o.size_), capacity_(o.capacity_), ids_(o.ids_) {
   if (o.on_heap()) {
     ids_.heap = new TaskId[capacity_];

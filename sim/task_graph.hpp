@@ -20,22 +20,10 @@ using TaskId = std::uint32_t;
 
 enum class TaskKind : std::uint8_t { kCompute, kTransfer, kDelay, kJoin };
 
-/// What part of a layer a task belongs to (for metrics and traces).
-enum class Phase : std::uint8_t {
-  kAttention,
-  kRouter,
-  kDispatch,   ///< token scatter to experts
-  kExperts,
-  kCombine,    ///< token gather back to their home GPU
-  kMerge,      ///< weighted sum of expert outputs + residual
-  kDense,      ///< non-MoE FFN layer
-  kSchedule,   ///< policy's own CPU-side decision time
-  kFetch,      ///< expert weights moved (host→device or peer)
-  kCollective, ///< other collectives (metadata exchange, all-reduce)
-  kPredict,    ///< an expert-load predictor's online overhead
-  kOther,
-};
-const char* phase_name(Phase p);
+/// What part of the work a task belongs to, for metrics and traces: a tag the engine carries and
+/// never interprets. The values an MoE model uses (attention, dispatch, experts, ...) and their
+/// names are defined above the engine, in hardware/phase.hpp; Phase{} is "other".
+enum class Phase : std::uint8_t {};
 
 /// A copy engine a transfer must hold while it runs (none for NCCL-style kernels).
 enum class CopyEngine : std::int8_t { kNone = -1, kHostToDevice = 0, kDeviceToHost = 1, kPeer = 2 };
@@ -43,7 +31,7 @@ enum class CopyEngine : std::int8_t { kNone = -1, kHostToDevice = 0, kDeviceToHo
 /// One node of the plan.
 struct Task {
   TaskKind kind = TaskKind::kJoin;
-  Phase phase = Phase::kOther;
+  Phase phase = Phase{};
   CopyEngine engine = CopyEngine::kNone;
   HopLatency hop = HopLatency::kPaid;  ///< kTransfer: kInLaunch when a delay before it paid the hops
   /// Which micro-batch of a two-batch-overlap step the task belongs to (0 otherwise): a compute
@@ -126,7 +114,7 @@ class TaskGraph {
   /// and with `hop` kInLaunch starts without its route's hop latencies (NCCL-priced collectives pay
   /// NCCL's latency, hops included, in the delay before them).
   void price_transfer(TaskId id, double wire_scale, HopLatency hop);
-  TaskId join(Deps deps, Phase phase = Phase::kOther, int layer = -1);
+  TaskId join(Deps deps, Phase phase = Phase{}, int layer = -1);
   /// `task` may not start before `before` has finished.
   void depend(TaskId task, TaskId before);
   /// Renumbers every task's GPU and transfer endpoints: `gpu_of[g]` for GPU g, `endpoint_of[e]`

@@ -1,4 +1,5 @@
 #include "app/run/batch_recorder.hpp"
+#include "hardware/phase.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -48,7 +49,7 @@ void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const Tas
       has_layers_ = true;
       max_layer_end_ = std::max(max_layer_end_, tm.end);
       l.end = std::max(l.end, tm.end);
-      if (t.kind == TaskKind::kCompute && t.phase == Phase::kRouter) {
+      if (t.kind == TaskKind::kCompute && t.phase == phase::kRouter) {
         l.moe = true;
         l.repeat = std::max<int>(l.repeat, t.repeat);
       }
@@ -56,9 +57,9 @@ void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const Tas
     }
     if (t.kind == TaskKind::kTransfer) {
       bytes_.add(t, cluster_);
-      if ((t.phase == Phase::kDispatch || t.phase == Phase::kCombine) && t.layer >= 0) {
+      if ((t.phase == phase::kDispatch || t.phase == phase::kCombine) && t.layer >= 0) {
         OpenLayer& l = layer(t.layer);
-        const int k = t.phase == Phase::kCombine ? 1 : 0;
+        const int k = t.phase == phase::kCombine ? 1 : 0;
         l.a2a_begin[k] = std::min(l.a2a_begin[k], tm.start);
         l.a2a_end[k] = std::max(l.a2a_end[k], tm.end);
       }

@@ -1,4 +1,5 @@
 #include "app/run/layer_breakdown.hpp"
+#include "hardware/phase.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,11 +15,11 @@ enum Activity { kFfn = 0, kAttention, kCommunication, kOverhead, kActivities };
 /// The activity a task counts as, or kActivities for tasks that are not work (joins).
 int activity_of(const Task& t) {
   switch (t.kind) {
-    case TaskKind::kCompute: return t.phase == Phase::kExperts || t.phase == Phase::kDense ? kFfn : kAttention;
+    case TaskKind::kCompute: return t.phase == phase::kExperts || t.phase == phase::kDense ? kFfn : kAttention;
     case TaskKind::kTransfer: return kCommunication;
     case TaskKind::kDelay:
       // CPU-side costs a policy or predictor declares; other delays are collective launches.
-      return t.phase == Phase::kPredict || t.phase == Phase::kSchedule ? kOverhead : kCommunication;
+      return t.phase == phase::kPredict || t.phase == phase::kSchedule ? kOverhead : kCommunication;
     case TaskKind::kJoin: return kActivities;
   }
   return kActivities;
@@ -97,7 +98,7 @@ std::vector<LayerBreakdown> moe_layer_breakdown(const TaskGraph& plan, const std
     if (t.layer < 0) continue;
     const auto l = static_cast<std::size_t>(t.layer);
     layer_end[l] = std::max(layer_end[l], timing[id].end);
-    if (t.kind == TaskKind::kCompute && t.phase == Phase::kRouter) is_moe[l] = 1;
+    if (t.kind == TaskKind::kCompute && t.phase == phase::kRouter) is_moe[l] = 1;
     sweeps[l].add(t, timing[id]);
   }
   std::vector<LayerBreakdown> out;

@@ -22,6 +22,7 @@
 #include "policies/memory.hpp"
 #include "predictors/predictor.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -105,7 +106,7 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   // small run (sweeps run thousands).
   const bool tracing = s.trace && !trace_dir.empty();
   std::optional<ChromeTrace> trace;
-  if (tracing) trace.emplace(cluster.num_gpus());
+  if (tracing) trace.emplace(cluster.num_gpus(), phase_name);
   std::vector<std::int64_t> peak_selections(cluster.num_gpus(), 0);
   for (int b = 0; b < static_cast<int>(s.workload.batches); ++b) {
     std::optional<BatchRecorder> recorder;

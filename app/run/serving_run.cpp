@@ -13,6 +13,7 @@
 #include "models/operators.hpp"
 #include "serving/engine.hpp"
 #include "sim/chrome_trace.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -146,7 +147,7 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   ServingMetrics metrics(cluster, s.serving_workload.warmup_requests);
   const bool tracing = s.trace && !trace_dir.empty();
   std::optional<ChromeTrace> trace;
-  if (tracing) trace.emplace(cluster.num_gpus());
+  if (tracing) trace.emplace(cluster.num_gpus(), phase_name);
   engine.on_step([&](const StepRecord& step) {
     metrics.add_step(step);
     if (tracing) trace->add_batch(step.plan->graph, *step.timing, step.step);

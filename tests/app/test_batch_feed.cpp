@@ -12,6 +12,7 @@
 #include "app/run/gpu_time.hpp"
 #include "app/run/runner.hpp"
 #include "app/scenario/scenario.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -73,10 +74,10 @@ TEST(GpuTimeSweep, AnySplitOfTheHandOversGivesTheSameBreakdown) {
     const Tick s = static_cast<Tick>(rng() % 1000), e = s + static_cast<Tick>(rng() % 80);
     const int gpu = static_cast<int>(rng() % 3), other = static_cast<int>((gpu + 1 + rng() % 2) % 3);
     switch (rng() % 4) {
-      case 0: g.compute(gpu, Phase::kExperts, 0, {}); break;
-      case 1: g.transfer(gpu, other, 1.0, Phase::kDispatch, 0); break;
-      case 2: g.transfer(3, gpu, 1.0, Phase::kFetch, 0, {}, gpu, CopyEngine::kHostToDevice); break;
-      default: g.delay(1, Phase::kSchedule, 0, {}, gpu); break;
+      case 0: g.compute(gpu, phase::kExperts, 0, {}); break;
+      case 1: g.transfer(gpu, other, 1.0, phase::kDispatch, 0); break;
+      case 2: g.transfer(3, gpu, 1.0, phase::kFetch, 0, {}, gpu, CopyEngine::kHostToDevice); break;
+      default: g.delay(1, phase::kSchedule, 0, {}, gpu); break;
     }
     timing.push_back({s, s, e});
   }

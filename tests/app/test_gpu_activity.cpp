@@ -14,6 +14,7 @@
 #include "policies/expert_parallel.hpp"
 #include "sim/chrome_trace.hpp"
 #include "tests/support/run_cli.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -45,12 +46,12 @@ std::vector<Op> work(Tick ticks) {
 // scheduled on the CPU [0, 300); GPU 1 receives [0, 200), then computes [200, 250). In U.
 TaskGraph mixed_plan() {
   TaskGraph g;
-  g.compute(0, Phase::kExperts, 0, work(100 * U));
-  g.transfer(2, 0, 150.0 * U, Phase::kFetch, 0, {}, 0, CopyEngine::kHostToDevice);
-  const TaskId x = g.transfer(0, 1, 200.0 * U, Phase::kDispatch, 0, {}, 0);
-  g.delay(300 * U, Phase::kSchedule, 0, {}, 0);
+  g.compute(0, phase::kExperts, 0, work(100 * U));
+  g.transfer(2, 0, 150.0 * U, phase::kFetch, 0, {}, 0, CopyEngine::kHostToDevice);
+  const TaskId x = g.transfer(0, 1, 200.0 * U, phase::kDispatch, 0, {}, 0);
+  g.delay(300 * U, phase::kSchedule, 0, {}, 0);
   const TaskId after_x[] = {x};
-  g.compute(1, Phase::kExperts, 0, work(50 * U), after_x);
+  g.compute(1, phase::kExperts, 0, work(50 * U), after_x);
   return g;
 }
 
@@ -82,8 +83,8 @@ std::map<std::pair<int, std::string>, int> lane_counts(const nlohmann::json& eve
 TEST(GpuTimeBreakdown, OneGpuComputesWhileTheOtherWaits) {
   Engine e;
   TaskGraph g;
-  g.compute(0, Phase::kExperts, 0, work(100 * U));
-  g.compute(1, Phase::kExperts, 0, work(25 * U));
+  g.compute(0, phase::kExperts, 0, work(100 * U));
+  g.compute(1, phase::kExperts, 0, work(25 * U));
   const auto timing = e.exec.run(g);
   const auto t = gpu_time_breakdown(g, timing, 2, 0, 100 * U);
   expect_times(t[0], 100, 0, 0, 0, 0);
@@ -124,7 +125,7 @@ TEST(ChromeTrace, TasksLandOnTheirLanes) {
   Engine e;
   const TaskGraph g = mixed_plan();
   const auto timing = e.exec.run(g);
-  ChromeTrace trace(2);
+  ChromeTrace trace(2, phase_name);
   trace.add_batch(g, timing, 7);
   const auto counts = lane_counts(trace.events());
   const std::map<std::pair<int, std::string>, int> want = {
@@ -154,12 +155,12 @@ TEST(ChromeTrace, ConcurrentFlowsGetTheirOwnRows) {
   // and a row is reused once it is free.
   Engine e;
   TaskGraph g;
-  const TaskId a = g.transfer(0, 1, 100.0 * U, Phase::kDispatch, 0);
-  g.transfer(0, 2, 100.0 * U, Phase::kDispatch, 0);
+  const TaskId a = g.transfer(0, 1, 100.0 * U, phase::kDispatch, 0);
+  g.transfer(0, 2, 100.0 * U, phase::kDispatch, 0);
   const TaskId after_a[] = {a};
-  g.transfer(0, 1, 10.0 * U, Phase::kCombine, 0, after_a);
+  g.transfer(0, 1, 10.0 * U, phase::kCombine, 0, after_a);
   const auto timing = e.exec.run(g);
-  ChromeTrace trace(2);
+  ChromeTrace trace(2, phase_name);
   trace.add_batch(g, timing, 0);
   std::vector<int> send_tids;
   for (const auto& ev : trace.events())
@@ -173,9 +174,9 @@ TEST(ChromeTrace, ConcurrentFlowsGetTheirOwnRows) {
 
 TEST(ChromeTrace, GpuUsesClassifyByEndpoint) {
   TaskGraph g;
-  const TaskId host_in = g.transfer(4, 2, 1.0, Phase::kFetch, 0);
-  const TaskId loop = g.transfer(1, 1, 1.0, Phase::kDispatch, 0);
-  const TaskId cpu = g.delay(5, Phase::kCollective, 0);
+  const TaskId host_in = g.transfer(4, 2, 1.0, phase::kFetch, 0);
+  const TaskId loop = g.transfer(1, 1, 1.0, phase::kDispatch, 0);
+  const TaskId cpu = g.delay(5, phase::kCollective, 0);
   const auto in = gpu_uses(g.task(host_in), 4);
   ASSERT_EQ(in.count, 1);
   EXPECT_EQ(in.items[0].gpu, 2);
@@ -222,7 +223,7 @@ class CopiesAndDelays final : public ExpertParallelPolicy {
     std::vector<TaskId> done;
     const TaskId dep[] = {all_routed};
     for (int g = 0; g < ctx.cluster.num_gpus(); ++g)
-      done.push_back(plan.delay(us_to_ticks(5.0), Phase::kSchedule, in.layer, dep, g));
+      done.push_back(plan.delay(us_to_ticks(5.0), phase::kSchedule, in.layer, dep, g));
     return done;
   }
 

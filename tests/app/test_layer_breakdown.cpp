@@ -6,6 +6,7 @@
 #include "app/run/layer_breakdown.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/simulator.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -36,16 +37,16 @@ TEST(LayerBreakdown, SequentialPhasesAndOverlaps) {
   TaskGraph g;
   // Layer 0 is a MoE layer: predictor [0,5), attention [5,25), router [25,30) on GPU 0;
   // dispatch 0→1 [30,60); experts on GPU 1 [60,100) while GPU 0 sends more [60,80).
-  const TaskId p = g.delay(5 * U, Phase::kPredict, 0, {}, 0);
+  const TaskId p = g.delay(5 * U, phase::kPredict, 0, {}, 0);
   const TaskId pd[] = {p};
-  const TaskId a = g.compute(0, Phase::kAttention, 0, work(20 * U), pd);
+  const TaskId a = g.compute(0, phase::kAttention, 0, work(20 * U), pd);
   const TaskId ad[] = {a};
-  const TaskId r = g.compute(0, Phase::kRouter, 0, work(5 * U), ad);
+  const TaskId r = g.compute(0, phase::kRouter, 0, work(5 * U), ad);
   const TaskId rd[] = {r};
-  const TaskId x = g.transfer(0, 1, 30.0 * U, Phase::kDispatch, 0, rd, 0);
+  const TaskId x = g.transfer(0, 1, 30.0 * U, phase::kDispatch, 0, rd, 0);
   const TaskId xd[] = {x};
-  g.compute(1, Phase::kExperts, 0, work(40 * U), xd);
-  g.transfer(0, 1, 20.0 * U, Phase::kCombine, 0, xd, 0);
+  g.compute(1, phase::kExperts, 0, work(40 * U), xd);
+  g.transfer(0, 1, 20.0 * U, phase::kCombine, 0, xd, 0);
   Engine e;
   const auto timing = e.exec.run(g);
   const auto parts = moe_layer_breakdown(g, timing, 0);
@@ -64,12 +65,12 @@ TEST(LayerBreakdown, OnlyMoeLayersAndGapsAreIdle) {
   // Layer 0 (dense, no router) on GPU 0 [0,10); layer 1 (MoE): router on GPU 1 [0,4), then,
   // after layer 0, a merge on GPU 0 [10,16). Layer 1's window is [10,16): only the merge counts;
   // the router ran before the window opened.
-  const TaskId d = g.compute(0, Phase::kDense, 0, work(10 * U));
-  g.compute(1, Phase::kRouter, 1, work(4 * U));
+  const TaskId d = g.compute(0, phase::kDense, 0, work(10 * U));
+  g.compute(1, phase::kRouter, 1, work(4 * U));
   const TaskId dd[] = {d};
-  const TaskId w = g.delay(2 * U, Phase::kOther, -1, dd);  // nothing runs [10,12)
+  const TaskId w = g.delay(2 * U, phase::kOther, -1, dd);  // nothing runs [10,12)
   const TaskId wd[] = {w};
-  g.compute(0, Phase::kMerge, 1, work(4 * U), wd);
+  g.compute(0, phase::kMerge, 1, work(4 * U), wd);
   Engine e;
   const auto timing = e.exec.run(g);
   const auto parts = moe_layer_breakdown(g, timing, 0);

@@ -10,6 +10,7 @@
 #include "hardware/cluster.hpp"
 #include "hardware/hierarchical_all_to_all.hpp"
 #include "sim/task_graph.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -100,7 +101,7 @@ TEST(StagedAllToAll, SecondStageWaitsForTheFirstAndCrossesNoNode) {
   const std::vector<std::vector<std::vector<double>>> stages{bytes(hier.first()), bytes(hier.second())};
   TaskGraph g;
   const TaskId start = g.join({});
-  add_staged_all_to_all(g, c, gpus, stages, Phase::kDispatch, 0, std::vector<TaskId>(static_cast<std::size_t>(G), start));
+  add_staged_all_to_all(g, c, gpus, stages, phase::kDispatch, 0, std::vector<TaskId>(static_cast<std::size_t>(G), start));
   double inter = 0.0, intra = 0.0;
   int transfers = 0;
   for (const Task& t : g.tasks()) {

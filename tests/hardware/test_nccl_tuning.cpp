@@ -11,6 +11,7 @@
 #include "hardware/nccl_tuning.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -183,8 +184,8 @@ TEST(NcclFlows, ConcurrentCollectivesShareLinks) {
   const Cluster c = preset("dgx-a100");
   const double one = ticks_to_seconds(collective_time(c, CollectiveKind::kAllReduce, 8, 256e6));
   TaskGraph g;
-  add_ring_all_reduce(g, c, first(8), 256e6, Phase::kCollective, -1, {});
-  add_ring_all_reduce(g, c, first(8), 256e6, Phase::kCollective, -1, {});
+  add_ring_all_reduce(g, c, first(8), 256e6, phase::kCollective, -1, {});
+  add_ring_all_reduce(g, c, first(8), 256e6, phase::kCollective, -1, {});
   Simulator sim;
   const auto net = make_network("flow", sim);
   c.install(*net);

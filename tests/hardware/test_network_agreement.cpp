@@ -14,6 +14,7 @@
 #include "hardware/cost_model.hpp"
 #include "sim/network_backend.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -108,7 +109,7 @@ TEST(NetworkAgreement, SkewedAllToAll) {
     const auto m = skewed_matrix(n, kBytes, kHot);
     auto build = [&](TaskGraph& g) {
       const TaskId start = g.join({});
-      add_all_to_all(g, c, gpus, m, Phase::kCollective, -1, std::vector<TaskId>(n, start));
+      add_all_to_all(g, c, gpus, m, phase::kCollective, -1, std::vector<TaskId>(n, start));
     };
     const Timing a = run_plan(c, "analytic", build);
     const Timing f = run_plan(c, "flow", build);
@@ -126,7 +127,7 @@ TEST(NetworkAgreement, RingAllReduce) {
     const int n = c.num_gpus();
     std::vector<int> gpus(n);
     for (int i = 0; i < n; ++i) gpus[i] = i;
-    auto build = [&](TaskGraph& g) { add_ring_all_reduce(g, c, gpus, kBytes, Phase::kCollective, -1, {}); };
+    auto build = [&](TaskGraph& g) { add_ring_all_reduce(g, c, gpus, kBytes, phase::kCollective, -1, {}); };
     const Timing a = run_plan(c, "analytic", build);
     const Timing f = run_plan(c, "flow", build);
     check(Row{"ring all-reduce", s.preset, n, ticks_to_ms(a.end), ticks_to_ms(f.end), a.wall_ms, f.wall_ms, true});
@@ -146,9 +147,9 @@ TEST(NetworkAgreement, OverlappingCollectives) {
     const auto m = skewed_matrix(n, kBytes, 1.0);
     auto build = [&](TaskGraph& g) {
       const TaskId start = g.join({});
-      add_all_to_all(g, c, gpus, m, Phase::kCollective, -1, std::vector<TaskId>(n, start));
-      const TaskId later[] = {g.delay(us_to_ticks(100), Phase::kCollective, -1)};
-      add_ring_all_reduce(g, c, gpus, 32 * kBytes, Phase::kCollective, -1, later);
+      add_all_to_all(g, c, gpus, m, phase::kCollective, -1, std::vector<TaskId>(n, start));
+      const TaskId later[] = {g.delay(us_to_ticks(100), phase::kCollective, -1)};
+      add_ring_all_reduce(g, c, gpus, 32 * kBytes, phase::kCollective, -1, later);
     };
     const Timing a = run_plan(c, "analytic", build);
     const Timing f = run_plan(c, "flow", build);

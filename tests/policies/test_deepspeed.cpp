@@ -13,6 +13,7 @@
 #include "models/model_spec.hpp"
 #include "models/operators.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -107,15 +108,15 @@ TEST_P(DeepSpeedClosedForm, PaddedBytesFlopsAndDrops) {
   // expert owner: G · (E - E/G) · C rows of hidden state per layer and direction.
   const double tb = static_cast<double>(model.hidden) * dtype_bytes(model.dtype);
   const double moved = layers * G * (E - per_gpu) * static_cast<double>(C) * tb;
-  EXPECT_DOUBLE_EQ(testing_support::phase_bytes(bp.graph, Phase::kDispatch), moved);
-  EXPECT_DOUBLE_EQ(testing_support::phase_bytes(bp.graph, Phase::kCombine), moved);
+  EXPECT_DOUBLE_EQ(testing_support::phase_bytes(bp.graph, phase::kDispatch), moved);
+  EXPECT_DOUBLE_EQ(testing_support::phase_bytes(bp.graph, phase::kCombine), moved);
 
   // Expert GEMMs: one kernel group per expert (E per layer), 2 · rows · hidden · ffn FLOPs for
   // each of the up and down projections over G · C rows.
   double gemm_flops = 0.0;
   int expert_tasks = 0;
   for (const Task& t : bp.graph.tasks()) {
-    if (t.kind != TaskKind::kCompute || t.phase != Phase::kExperts) continue;
+    if (t.kind != TaskKind::kCompute || t.phase != phase::kExperts) continue;
     ++expert_tasks;
     for (const Op& op : bp.graph.ops_of(t)) {
       if (op.kind != OpKind::kGroupedGemm) continue;
@@ -141,7 +142,7 @@ TEST(DeepSpeed, DroplessCostFollowsTheLargestCountNotTheTokens) {
   const PolicyContext ctx{model, cluster, wl};
   auto bytes = [&](const LayerRouting& r) {
     auto policy = make_policy("deepspeed", YAML::Load("{}"));
-    return testing_support::phase_bytes(plan_with(*policy, ctx, r).graph, Phase::kDispatch);
+    return testing_support::phase_bytes(plan_with(*policy, ctx, r).graph, phase::kDispatch);
   };
   // Token t on GPU t / 32: the largest per-GPU count is 16 in the first routing, 32 in the second.
   const double even = bytes(fixed_routing({16, 16, 16, 16, 16, 16, 16, 16}));
@@ -150,7 +151,7 @@ TEST(DeepSpeed, DroplessCostFollowsTheLargestCountNotTheTokens) {
   // static-ep moves only the selections that leave their GPU: less than the padded tensor.
   auto st = make_policy("static-ep", YAML::Load("{}"));
   EXPECT_LT(testing_support::phase_bytes(plan_with(*st, ctx, fixed_routing({32, 0, 32, 0, 32, 0, 32, 0})).graph,
-                                         Phase::kDispatch),
+                                         phase::kDispatch),
             hot);
 }
 
@@ -164,7 +165,7 @@ TEST(DeepSpeed, OnlyDroplessCapacityIsAllReduced) {
   const LayerRouting r = fixed_routing({40, 30, 20, 10, 8, 8, 8, 4});
   auto collective = [&](const char* opts) {
     auto policy = make_policy("deepspeed", YAML::Load(opts));
-    return testing_support::phase_bytes(plan_with(*policy, ctx, r).graph, Phase::kCollective);
+    return testing_support::phase_bytes(plan_with(*policy, ctx, r).graph, phase::kCollective);
   };
   EXPECT_GT(collective("{drop_tokens: false}"), 0.0);
   EXPECT_EQ(collective("{drop_tokens: true}"), 0.0);

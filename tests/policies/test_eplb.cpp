@@ -19,6 +19,7 @@
 #include "policies/expert_parallel.hpp"
 #include "policies/expert_copies.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -167,7 +168,7 @@ TEST_F(EplbPlan, StaticUnlessRebalanced) {
 std::multiset<std::pair<int, int>> copies_in(const BatchPlan& bp, int layer, double expert_bytes) {
   std::multiset<std::pair<int, int>> out;
   for (const Task& t : bp.graph.tasks()) {
-    if (t.kind != TaskKind::kTransfer || t.phase != Phase::kFetch) continue;
+    if (t.kind != TaskKind::kTransfer || t.phase != phase::kFetch) continue;
     EXPECT_DOUBLE_EQ(t.bytes, expert_bytes);
     EXPECT_EQ(t.engine, CopyEngine::kPeer);
     if (t.layer == layer) out.emplace(t.src, t.dst);

@@ -14,6 +14,7 @@
 #include "serving/batch_planner.hpp"
 #include "policies/memory.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -38,8 +39,8 @@ LayerView view(const BatchPlan& bp, const ModelSpec& m, int layer, int gpus) {
   LayerView v{std::vector<std::vector<std::int64_t>>(gpus), std::vector<std::vector<double>>(gpus, std::vector<double>(gpus, 0.0))};
   for (const Task& t : bp.graph.tasks()) {
     if (t.layer != layer) continue;
-    if (t.kind == TaskKind::kCompute && t.phase == Phase::kExperts) v.groups[t.gpu] = bp.graph.ops_of(t)[0].group_m;
-    if (t.kind == TaskKind::kTransfer && t.phase == Phase::kDispatch) v.sent[t.src][t.dst] += t.bytes / token_bytes(m);
+    if (t.kind == TaskKind::kCompute && t.phase == phase::kExperts) v.groups[t.gpu] = bp.graph.ops_of(t)[0].group_m;
+    if (t.kind == TaskKind::kTransfer && t.phase == phase::kDispatch) v.sent[t.src][t.dst] += t.bytes / token_bytes(m);
   }
   return v;
 }
@@ -127,7 +128,7 @@ TEST_F(EvenSplitPlan, ResidentWhenAllExpertsFit) {
   for (const double free : memory_headroom(*policy, ctx)) EXPECT_GE(free, 0.0);
   std::vector<std::int64_t> counts(128, 64);
   const BatchPlan bp = plan_batch(*policy, ctx, 0, std::vector<LayerRouting>(sw.num_moe_layers(), fixed_routing(counts)));
-  for (const Task& t : bp.graph.tasks()) EXPECT_NE(t.phase, Phase::kFetch);
+  for (const Task& t : bp.graph.tasks()) EXPECT_NE(t.phase, phase::kFetch);
 }
 
 TEST_F(EvenSplitPlan, StreamsThroughBuffersWhenMemoryIsShort) {
@@ -154,7 +155,7 @@ TEST_F(EvenSplitPlan, StreamsThroughBuffersWhenMemoryIsShort) {
   // memory on its host-to-device copy engine.
   std::vector<int> fetches(4, 0);
   for (const Task& t : bp.graph.tasks()) {
-    if (t.phase != Phase::kFetch) continue;
+    if (t.phase != phase::kFetch) continue;
     ASSERT_EQ(t.kind, TaskKind::kTransfer);
     EXPECT_EQ(t.engine, CopyEngine::kHostToDevice);
     EXPECT_EQ(t.src, cluster.host_endpoint(0));

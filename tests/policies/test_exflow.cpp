@@ -13,6 +13,7 @@
 #include "serving/batch_planner.hpp"
 #include "policies/exflow.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -317,8 +318,8 @@ TEST_F(ExFlowPlan, StaleWithoutResolveAndConservesTokens) {
       EXPECT_EQ(std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), std::int64_t{0}), wl.tokens_per_batch());
     }
     for (const Task& t : bp.graph.tasks()) {
-      EXPECT_NE(t.phase, Phase::kSchedule);
-      EXPECT_NE(t.phase, Phase::kFetch);
+      EXPECT_NE(t.phase, phase::kSchedule);
+      EXPECT_NE(t.phase, phase::kFetch);
     }
   }
   EXPECT_EQ(as_exflow(*policy).resolves(), 0);
@@ -340,12 +341,12 @@ TEST_F(ExFlowPlan, ResolvesEveryNBatchesWithCostAndCopies) {
       for (std::size_t e = 0; e < now[l].size(); ++e) moved += now[l][e] != before[l][e] ? 1 : 0;
     int delays = 0, copies = 0;
     for (const Task& t : bp.graph.tasks()) {
-      if (t.phase == Phase::kSchedule && t.kind == TaskKind::kDelay) {
+      if (t.phase == phase::kSchedule && t.kind == TaskKind::kDelay) {
         ++delays;
         EXPECT_EQ(t.delay, 25 * kPsPerMs);
         EXPECT_EQ(t.layer, 1);  // Switch's first MoE layer
       }
-      if (t.phase == Phase::kFetch && t.kind == TaskKind::kTransfer) {
+      if (t.phase == phase::kFetch && t.kind == TaskKind::kTransfer) {
         ++copies;
         EXPECT_EQ(t.engine, CopyEngine::kPeer);
         EXPECT_LT(t.src, 4);  // from a GPU, not host memory

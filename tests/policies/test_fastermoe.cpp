@@ -19,6 +19,7 @@
 #include "policies/memory.hpp"
 #include "sim/plan_executor.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -64,7 +65,7 @@ class FasterMoePlan : public ::testing::Test {
     std::map<int, std::map<int, int>> sent;  // owner -> destination -> copies
     int layer = -1, copies = 0;
     for (const Task& t : bp.graph.tasks()) {
-      if (t.kind != TaskKind::kTransfer || t.phase != Phase::kFetch) continue;
+      if (t.kind != TaskKind::kTransfer || t.phase != phase::kFetch) continue;
       if (layer < 0) layer = t.layer;
       if (t.layer != layer) continue;
       EXPECT_DOUBLE_EQ(t.bytes, model.expert_bytes());
@@ -87,7 +88,7 @@ class FasterMoePlan : public ::testing::Test {
     std::vector<std::vector<double>> sent(4, std::vector<double>(4, 0.0));
     int layer = -1;
     for (const Task& t : bp.graph.tasks()) {
-      if (t.kind != TaskKind::kTransfer || t.phase != Phase::kDispatch) continue;
+      if (t.kind != TaskKind::kTransfer || t.phase != phase::kDispatch) continue;
       if (layer < 0) layer = t.layer;
       if (t.layer == layer) sent[t.src][t.dst] += t.bytes / token_bytes(model);
     }
@@ -139,12 +140,12 @@ TEST_F(FasterMoePlan, BroadcastWaitsForEveryRouter) {
   const auto timing = exec.run(bp.graph);
   std::map<int, Tick> routed;
   for (TaskId id = 0; id < bp.graph.size(); ++id)
-    if (bp.graph.task(id).phase == Phase::kRouter)
+    if (bp.graph.task(id).phase == phase::kRouter)
       routed[bp.graph.task(id).layer] = std::max(routed[bp.graph.task(id).layer], timing[id].end);
   int copies = 0;
   for (TaskId id = 0; id < bp.graph.size(); ++id) {
     const Task& t = bp.graph.task(id);
-    if (t.kind != TaskKind::kTransfer || t.phase != Phase::kFetch) continue;
+    if (t.kind != TaskKind::kTransfer || t.phase != phase::kFetch) continue;
     EXPECT_GE(timing[id].start, routed.at(t.layer));
     ++copies;
   }

@@ -7,6 +7,7 @@
 
 #include "models/model_spec.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -47,8 +48,8 @@ TEST_P(FastMoeAgainstStaticEp, SameBytesDroplessOneKernelPerExpert) {
     EXPECT_EQ(std::accumulate(f.moe[l].gpu_tokens.begin(), f.moe[l].gpu_tokens.end(), std::int64_t{0}), selections);
     EXPECT_EQ(f.moe[l].gpu_tokens, s.moe[l].gpu_tokens);
   }
-  EXPECT_DOUBLE_EQ(phase_bytes(f.graph, Phase::kDispatch), phase_bytes(s.graph, Phase::kDispatch));
-  EXPECT_DOUBLE_EQ(phase_bytes(f.graph, Phase::kCombine), phase_bytes(s.graph, Phase::kCombine));
+  EXPECT_DOUBLE_EQ(phase_bytes(f.graph, phase::kDispatch), phase_bytes(s.graph, phase::kDispatch));
+  EXPECT_DOUBLE_EQ(phase_bytes(f.graph, phase::kCombine), phase_bytes(s.graph, phase::kCombine));
 
   // One expert task per expert with tokens, each a single-group GEMM; the same FLOPs in all.
   const int experts_with_tokens =
@@ -56,7 +57,7 @@ TEST_P(FastMoeAgainstStaticEp, SameBytesDroplessOneKernelPerExpert) {
   auto expert_tasks = [](const BatchPlan& bp, double& flops) {
     int tasks = 0;
     for (const Task& t : bp.graph.tasks()) {
-      if (t.kind != TaskKind::kCompute || t.phase != Phase::kExperts) continue;
+      if (t.kind != TaskKind::kCompute || t.phase != phase::kExperts) continue;
       ++tasks;
       for (const Op& op : bp.graph.ops_of(t)) flops += op.flops;
     }
@@ -67,14 +68,14 @@ TEST_P(FastMoeAgainstStaticEp, SameBytesDroplessOneKernelPerExpert) {
   expert_tasks(s, sf);
   EXPECT_DOUBLE_EQ(ff, sf);
   for (const Task& t : f.graph.tasks())
-    if (t.kind == TaskKind::kCompute && t.phase == Phase::kExperts)
+    if (t.kind == TaskKind::kCompute && t.phase == phase::kExperts)
       for (const Op& op : f.graph.ops_of(t))
         if (op.kind == OpKind::kGroupedGemm) {
           EXPECT_EQ(op.group_m.size(), 1u);
         }
 
   // count_by_gate's exchange: each GPU sends every other one 8 bytes per expert it holds.
-  EXPECT_DOUBLE_EQ(phase_bytes(f.graph, Phase::kCollective), model.num_moe_layers() * 4.0 * 3.0 * 8.0 * 2.0);
+  EXPECT_DOUBLE_EQ(phase_bytes(f.graph, phase::kCollective), model.num_moe_layers() * 4.0 * 3.0 * 8.0 * 2.0);
 
   // Split kernels never beat the grouped one: each pays its own launch and its own weight read.
   const auto tf = testing_support::execute_plan(f.graph, cluster);

@@ -14,6 +14,7 @@
 #include "serving/batch_planner.hpp"
 #include "policies/harmoeny.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -270,14 +271,14 @@ TEST_F(HarmoenyPlan, NoRebalanceMatchesStaticEp) {
   auto scatter = [](const BatchPlan& bp) {
     std::vector<std::tuple<int, int, int, double>> flows;
     for (const Task& t : bp.graph.tasks())
-      if (t.kind == TaskKind::kTransfer && t.phase == Phase::kDispatch)
+      if (t.kind == TaskKind::kTransfer && t.phase == phase::kDispatch)
         flows.emplace_back(t.layer, t.src, t.dst, t.bytes);
     std::sort(flows.begin(), flows.end());
     return flows;
   };
   for (std::size_t l = 0; l < st.moe.size(); ++l) EXPECT_EQ(off.moe[l].gpu_tokens, st.moe[l].gpu_tokens);
   EXPECT_EQ(scatter(off), scatter(st));
-  EXPECT_EQ(count(off, TaskKind::kTransfer, Phase::kFetch), 0);
+  EXPECT_EQ(count(off, TaskKind::kTransfer, phase::kFetch), 0);
   EXPECT_NE(on.moe[0].gpu_tokens, st.moe[0].gpu_tokens);  // the default does rebalance here
 }
 
@@ -288,8 +289,8 @@ TEST_F(HarmoenyPlan, MetadataAllGatherScheduleDelayAndFetches) {
   double gathered = 0.0;
   int delays = 0;
   for (const Task& t : bp.graph.tasks()) {
-    if (t.kind == TaskKind::kTransfer && t.phase == Phase::kCollective) gathered += t.bytes;
-    if (t.kind == TaskKind::kDelay && t.phase == Phase::kSchedule) {
+    if (t.kind == TaskKind::kTransfer && t.phase == phase::kCollective) gathered += t.bytes;
+    if (t.kind == TaskKind::kDelay && t.phase == phase::kSchedule) {
       EXPECT_EQ(t.delay, us_to_ticks(33.0));
       ++delays;
     }
@@ -299,15 +300,15 @@ TEST_F(HarmoenyPlan, MetadataAllGatherScheduleDelayAndFetches) {
   // Every fetch comes from host memory on the host-to-device engine; restoring the overwritten
   // buffers doubles them.
   for (const Task& t : bp.graph.tasks()) {
-    if (t.kind != TaskKind::kTransfer || t.phase != Phase::kFetch) continue;
+    if (t.kind != TaskKind::kTransfer || t.phase != phase::kFetch) continue;
     EXPECT_GE(t.src, G);
     EXPECT_EQ(t.engine, CopyEngine::kHostToDevice);
     EXPECT_EQ(t.bytes, model.expert_bytes());
   }
-  const int fetches = count(bp, TaskKind::kTransfer, Phase::kFetch);
+  const int fetches = count(bp, TaskKind::kTransfer, phase::kFetch);
   EXPECT_GT(fetches, 0);
   const BatchPlan no_restore = plan(opts({{"schedule_us", "33"}, {"restore", "false"}}), gated(3000));
-  EXPECT_EQ(fetches, 2 * count(no_restore, TaskKind::kTransfer, Phase::kFetch));
+  EXPECT_EQ(fetches, 2 * count(no_restore, TaskKind::kTransfer, phase::kFetch));
   // The static layout is all the memory it needs.
   const std::vector<double> mem = policy->expert_memory_bytes(ctx);
   for (int g = 0; g < G; ++g)

@@ -17,6 +17,7 @@
 #include "policies/memory.hpp"
 #include "policies/moegps_dup.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -166,7 +167,7 @@ class MoeGpsPlan : public ::testing::Test {
   static std::vector<const Task*> fetches(const BatchPlan& bp) {
     std::vector<const Task*> out;
     for (const Task& t : bp.graph.tasks())
-      if (t.kind == TaskKind::kTransfer && t.phase == Phase::kFetch) out.push_back(&t);
+      if (t.kind == TaskKind::kTransfer && t.phase == phase::kFetch) out.push_back(&t);
     return out;
   }
 };
@@ -262,8 +263,8 @@ TEST_F(MoeGpsPlan, KeptReplicasServeTheNextBatchWithoutCopies) {
 TEST_F(MoeGpsPlan, OracleTokensSkipTheScatterAndGatherHome) {
   auto p = make();
   const BatchPlan bp = plan(*p, kSkews[0]);
-  EXPECT_EQ(phase_bytes(bp.graph, Phase::kDispatch), 0.0);  // §3.2.2: placed on its GPU before attention
-  EXPECT_GT(phase_bytes(bp.graph, Phase::kCombine), 0.0);
+  EXPECT_EQ(phase_bytes(bp.graph, phase::kDispatch), 0.0);  // §3.2.2: placed on its GPU before attention
+  EXPECT_GT(phase_bytes(bp.graph, phase::kCombine), 0.0);
 }
 
 TEST_F(MoeGpsPlan, WithoutAForecastItPlansStaticEp) {
@@ -278,7 +279,7 @@ TEST_F(MoeGpsPlan, WithoutAForecastItPlansStaticEp) {
   ASSERT_EQ(a.moe.size(), b.moe.size());
   for (std::size_t i = 0; i < a.moe.size(); ++i) EXPECT_EQ(a.moe[i].gpu_tokens, b.moe[i].gpu_tokens);
   for (int l = 0; l < model.layers; ++l)
-    for (const Phase ph : {Phase::kDispatch, Phase::kCombine})
+    for (const Phase ph : {phase::kDispatch, phase::kCombine})
       EXPECT_EQ(testing_support::bytes_into(a.graph, cluster, ph, l), testing_support::bytes_into(b.graph, cluster, ph, l));
 }
 
@@ -395,7 +396,7 @@ TEST(MoeGpsScenario, CopiesOverlapAttentionMoreOnNvlinkThanPcie) {
     const TaskGraph& g = p.plan.graph;
     std::vector<Tick> attn_begin(g.size(), kTickMax), attn_end(g.size(), 0);  // by layer
     for (TaskId id = 0; id < g.size(); ++id)
-      if (g.task(id).phase == Phase::kAttention) {
+      if (g.task(id).phase == phase::kAttention) {
         const int l = g.task(id).layer;
         attn_begin[l] = std::min(attn_begin[l], p.timing[id].start);
         attn_end[l] = std::max(attn_end[l], p.timing[id].end);
@@ -403,7 +404,7 @@ TEST(MoeGpsScenario, CopiesOverlapAttentionMoreOnNvlinkThanPcie) {
     double copy = 0.0, overlap = 0.0;
     for (TaskId id = 0; id < g.size(); ++id) {
       const Task& t = g.task(id);
-      if (t.kind != TaskKind::kTransfer || t.phase != Phase::kFetch) continue;
+      if (t.kind != TaskKind::kTransfer || t.phase != phase::kFetch) continue;
       copy += static_cast<double>(p.timing[id].end - p.timing[id].start);
       overlap += static_cast<double>(std::max<Tick>(
           0, std::min(p.timing[id].end, attn_end[t.layer]) - std::max(p.timing[id].start, attn_begin[t.layer])));
@@ -428,7 +429,7 @@ TEST(MoeGpsMixtral, ImbalanceAndScatterFallAsTokenErrorFalls) {
   for (const double eps : {0.4, 0.2, 0.1, 0.0}) {
     const auto forecast = [eps](const LayerRouting& r) { return testing_support::mispredicting_forecast(r, eps); };
     const Planned p = plan_scenario(kMixtral, "moegps-dup", forecast, batch16);
-    const double imbalance = worst_max_over_mean(p.plan), scatter = phase_bytes(p.plan.graph, Phase::kDispatch);
+    const double imbalance = worst_max_over_mean(p.plan), scatter = phase_bytes(p.plan.graph, phase::kDispatch);
     const auto busy = expert_busy(p.plan.graph, p.timing, 4);
     const double busiest = *std::max_element(busy.begin(), busy.end());
     EXPECT_LT(imbalance, prev_imbalance) << eps;
@@ -444,7 +445,7 @@ TEST(MoeGpsMixtral, ImbalanceAndScatterFallAsTokenErrorFalls) {
     if (eps == 0.0) {
       EXPECT_LT(busiest, 1.01 * prev_busiest);
     }
-    EXPECT_GT(phase_bytes(p.plan.graph, Phase::kCombine), 0.0);  // outputs always return home
+    EXPECT_GT(phase_bytes(p.plan.graph, phase::kCombine), 0.0);  // outputs always return home
     if (eps == 0.0) {
       EXPECT_LT(imbalance, 1.01);
       EXPECT_EQ(scatter, 0.0);
@@ -461,8 +462,8 @@ TEST(MoeGpsMixtral, ExactSharesBalanceComputeButStillScatter) {
     return testing_support::distribution_forecast(r, expert_shares(r));
   });
   EXPECT_LT(worst_max_over_mean(p.plan), 1.01);
-  const double scatter = phase_bytes(plan_scenario(kMixtral, "static-ep", kNoForecast).plan.graph, Phase::kDispatch);
-  EXPECT_GT(phase_bytes(p.plan.graph, Phase::kDispatch), 0.5 * scatter);
+  const double scatter = phase_bytes(plan_scenario(kMixtral, "static-ep", kNoForecast).plan.graph, phase::kDispatch);
+  EXPECT_GT(phase_bytes(p.plan.graph, phase::kDispatch), 0.5 * scatter);
 }
 
 }  // namespace moesim

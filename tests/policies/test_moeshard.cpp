@@ -14,6 +14,7 @@
 #include "serving/batch_planner.hpp"
 #include "policies/memory.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -97,7 +98,7 @@ TEST_F(MoeShardPlan, ExpertComputeIsIdenticalOnEveryGpuUnderAnySkew) {
     for (bool fused : {true, false}) {
       auto policy = make_moeshard(fused);
       const BatchPlan bp = plan_with(*policy, ctx, *r);
-      const auto work = ops_of_phase(bp.graph, Phase::kExperts, first_moe_layer(), 4);
+      const auto work = ops_of_phase(bp.graph, phase::kExperts, first_moe_layer(), 4);
       ASSERT_FALSE(work[0].empty());
       for (int g = 1; g < 4; ++g) {
         EXPECT_EQ(fingerprint(work[g]), fingerprint(work[0])) << "GPU " << g << " fused " << fused;
@@ -108,7 +109,7 @@ TEST_F(MoeShardPlan, ExpertComputeIsIdenticalOnEveryGpuUnderAnySkew) {
   YAML::Node opts;
   opts["placement"] = "contiguous";
   auto ep = testing_support::make_policy("static-ep", opts);
-  const auto ep_work = ops_of_phase(plan_with(*ep, ctx, skewed).graph, Phase::kExperts, first_moe_layer(), 4);
+  const auto ep_work = ops_of_phase(plan_with(*ep, ctx, skewed).graph, phase::kExperts, first_moe_layer(), 4);
   EXPECT_GT(cost.ops_time(ep_work[0]), 2 * cost.ops_time(ep_work[3]));
 }
 
@@ -128,7 +129,7 @@ TEST_F(MoeShardPlan, EverySelectionIsComputedAndNothingDropped) {
       EXPECT_EQ(std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), std::int64_t{0}), 4 * selections);
     }
     double gemm_flops = 0.0;
-    for (const auto& ops : ops_of_phase(bp.graph, Phase::kExperts, first_moe_layer(), 4))
+    for (const auto& ops : ops_of_phase(bp.graph, phase::kExperts, first_moe_layer(), 4))
       for (const Op& op : ops)
         if (op.kind == OpKind::kGroupedGemm) gemm_flops += op.flops;
     double unsharded = 0.0;
@@ -140,7 +141,7 @@ TEST_F(MoeShardPlan, EverySelectionIsComputedAndNothingDropped) {
     const double home = 32, h = static_cast<double>(model.hidden);
     double merge_flops = 0.0;
     for (const Task& t : bp.graph.tasks())
-      if (t.kind == TaskKind::kCompute && t.phase == Phase::kMerge && t.layer == first_moe_layer() && t.gpu == 0)
+      if (t.kind == TaskKind::kCompute && t.phase == phase::kMerge && t.layer == first_moe_layer() && t.gpu == 0)
         for (const Op& op : bp.graph.ops_of(t)) merge_flops += op.flops;
     EXPECT_DOUBLE_EQ(merge_flops, 4 * home * h + home * h + (top_k == 1 ? 2 * home * h : 0.0)) << "top_k " << top_k;
   }
@@ -158,8 +159,8 @@ TEST_F(MoeShardPlan, ScatterSendsEveryTokenToEveryOtherGpuOnce) {
     auto policy = make_moeshard(true);
     const LayerRouting r = top_k == 1 ? fixed_routing({90, 1, 1, 1, 1, 1, 0, 1}) : top2_skewed(96, 8);
     const BatchPlan bp = plan_with(*policy, ctx, r);
-    const auto scatter = bytes_into(bp.graph, cluster, Phase::kDispatch, first_moe_layer());
-    const auto gather = bytes_into(bp.graph, cluster, Phase::kCombine, first_moe_layer());
+    const auto scatter = bytes_into(bp.graph, cluster, phase::kDispatch, first_moe_layer());
+    const auto gather = bytes_into(bp.graph, cluster, phase::kCombine, first_moe_layer());
     for (int g = 0; g < 4; ++g) {
       EXPECT_DOUBLE_EQ(scatter[g], (96 - home[g]) * tb) << "GPU " << g;
       EXPECT_DOUBLE_EQ(gather[g], 3 * home[g] * tb) << "GPU " << g;
@@ -170,7 +171,7 @@ TEST_F(MoeShardPlan, ScatterSendsEveryTokenToEveryOtherGpuOnce) {
   model.top_k = 1;
   auto policy = make_moeshard(true);
   const auto scatter = bytes_into(plan_with(*policy, ctx, fixed_routing({128, 0, 0, 0, 0, 0, 0, 0})).graph, cluster,
-                                  Phase::kDispatch, first_moe_layer());
+                                  phase::kDispatch, first_moe_layer());
   for (double b : scatter) EXPECT_DOUBLE_EQ(b, 0.75 * 128 * tb);
 }
 
@@ -179,8 +180,8 @@ TEST_F(MoeShardPlan, UnfusedRunsOneKernelSetPerExpertSlice) {
   const LayerRouting r = fixed_routing({30, 20, 20, 10, 10, 10, 10, 18});
   auto fused = make_moeshard(true);
   auto unfused = make_moeshard(false);
-  const auto f = ops_of_phase(plan_with(*fused, ctx, r).graph, Phase::kExperts, first_moe_layer(), 4);
-  const auto u = ops_of_phase(plan_with(*unfused, ctx, r).graph, Phase::kExperts, first_moe_layer(), 4);
+  const auto f = ops_of_phase(plan_with(*fused, ctx, r).graph, phase::kExperts, first_moe_layer(), 4);
+  const auto u = ops_of_phase(plan_with(*unfused, ctx, r).graph, phase::kExperts, first_moe_layer(), 4);
   for (int g = 0; g < 4; ++g) {
     ASSERT_FALSE(f[g].empty());
     EXPECT_EQ(u[g].size(), static_cast<std::size_t>(model.experts) * f[g].size());

@@ -12,6 +12,7 @@
 #include "policies/expert_parallel.hpp"
 #include "sim/plan_executor.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -91,7 +92,7 @@ TEST(StaticEpAllToAll, TimeScalesWithSkewnessOnFullMesh) {
     TaskGraph g;
     const TaskId start = g.join({});
     std::vector<int> gpus{0, 1, 2, 3};
-    add_all_to_all(g, cluster, gpus, bytes, Phase::kDispatch, 0, std::vector<TaskId>(G, start));
+    add_all_to_all(g, cluster, gpus, bytes, phase::kDispatch, 0, std::vector<TaskId>(G, start));
     Simulator sim;
     FlowNetwork net(sim);
     cluster.install(net);

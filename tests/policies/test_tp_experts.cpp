@@ -14,6 +14,7 @@
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -51,8 +52,8 @@ TEST_F(TpExpertsPlan, ExpertComputeIsIdenticalOnEveryGpuAndEqualsMoeShards) {
   const LayerRouting skewed = fixed_routing({110, 10, 2, 2, 1, 1, 1, 1});
   auto tp = make("tp-experts");
   auto ms = make("moeshard");
-  const auto tp_work = ops_of_phase(plan_with(*tp, ctx, skewed).graph, Phase::kExperts, layer(), 4);
-  const auto ms_work = ops_of_phase(plan_with(*ms, ctx, skewed).graph, Phase::kExperts, layer(), 4);
+  const auto tp_work = ops_of_phase(plan_with(*tp, ctx, skewed).graph, phase::kExperts, layer(), 4);
+  const auto ms_work = ops_of_phase(plan_with(*ms, ctx, skewed).graph, phase::kExperts, layer(), 4);
   const Tick t0 = cost.ops_time(tp_work[0]);
   EXPECT_GT(t0, 0);
   for (int g = 0; g < 4; ++g) {
@@ -74,9 +75,9 @@ TEST_F(TpExpertsPlan, NetworkBytesMatchRingFormulas) {
     wl = PrefillWorkload{batch, 16, 1};
     auto tp = make("tp-experts");
     const BatchPlan bp = plan_with(*tp, ctx, *r);
-    const auto gather = bytes_into(bp.graph, cluster, Phase::kDispatch, layer());
-    const auto reduce = bytes_into(bp.graph, cluster, Phase::kCombine, layer());
-    const auto meta = bytes_into(bp.graph, cluster, Phase::kCollective, layer());
+    const auto gather = bytes_into(bp.graph, cluster, phase::kDispatch, layer());
+    const auto reduce = bytes_into(bp.graph, cluster, phase::kCombine, layer());
+    const auto meta = bytes_into(bp.graph, cluster, phase::kCollective, layer());
     for (int g = 0; g < 4; ++g) {
       EXPECT_NEAR(gather[g], 3 * max_home * tb, 1e-6) << "batch " << batch << " GPU " << g;
       EXPECT_NEAR(reduce[g], 2.0 * 3 / 4 * (4 * max_home) * tb, 1e-6) << "batch " << batch << " GPU " << g;
@@ -97,14 +98,14 @@ TEST_F(TpExpertsPlan, AllReduceMovesTwiceMoeShardsGatherAndSumsOnTheWay) {
   auto ms = make("moeshard");
   const BatchPlan tp_plan = plan_with(*tp, ctx, r);
   const BatchPlan ms_plan = plan_with(*ms, ctx, r);
-  EXPECT_NEAR(sum(bytes_into(tp_plan.graph, cluster, Phase::kCombine, layer())),
-              2 * sum(bytes_into(ms_plan.graph, cluster, Phase::kCombine, layer())), 1e-3);
+  EXPECT_NEAR(sum(bytes_into(tp_plan.graph, cluster, phase::kCombine, layer())),
+              2 * sum(bytes_into(ms_plan.graph, cluster, phase::kCombine, layer())), 1e-3);
   // Hidden states out: the all-gather and MoEShard's scatter move the same bytes.
-  EXPECT_NEAR(sum(bytes_into(tp_plan.graph, cluster, Phase::kDispatch, layer())),
-              sum(bytes_into(ms_plan.graph, cluster, Phase::kDispatch, layer())), 1e-3);
+  EXPECT_NEAR(sum(bytes_into(tp_plan.graph, cluster, phase::kDispatch, layer())),
+              sum(bytes_into(ms_plan.graph, cluster, phase::kDispatch, layer())), 1e-3);
   auto shard_sum_flops = [&](const BatchPlan& bp) {
     double f = 0.0;
-    const auto merge = ops_of_phase(bp.graph, Phase::kMerge, layer(), 4);
+    const auto merge = ops_of_phase(bp.graph, phase::kMerge, layer(), 4);
     for (const Op& op : merge[0])
       if (std::strcmp(op.name, "combine.shard_sum") == 0) f += op.flops;
     return f;

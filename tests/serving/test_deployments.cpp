@@ -19,6 +19,7 @@
 #include "serving/pool.hpp"
 #include "serving/step_planner.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -111,10 +112,10 @@ TEST(Deployments, TensorParallelPairRunsHalfTheHeadsAndExpertsWithTwoAllReducesP
   const Cluster pair(pool_spec(tp2.hardware, 0, 2));
   const double B = static_cast<double>(seqs) * token_bytes(tp2.model);
   for (int layer = 0; layer < 2; ++layer) {
-    const auto a1 = ops_of_phase(one.graph, Phase::kAttention, layer, 1);
-    const auto a2 = ops_of_phase(two.graph, Phase::kAttention, layer, 2);
-    const auto e1 = ops_of_phase(one.graph, Phase::kExperts, layer, 1);
-    const auto e2 = ops_of_phase(two.graph, Phase::kExperts, layer, 2);
+    const auto a1 = ops_of_phase(one.graph, phase::kAttention, layer, 1);
+    const auto a2 = ops_of_phase(two.graph, phase::kAttention, layer, 2);
+    const auto e1 = ops_of_phase(one.graph, phase::kExperts, layer, 1);
+    const auto e2 = ops_of_phase(two.graph, phase::kExperts, layer, 2);
     for (int g = 0; g < 2; ++g) {
       for (const std::string name : {"attn.qkv", "attn.core", "attn.out"})
         EXPECT_NEAR(flops_named(a2[static_cast<std::size_t>(g)], name), flops_named(a1[0], name) / 2,
@@ -125,14 +126,14 @@ TEST(Deployments, TensorParallelPairRunsHalfTheHeadsAndExpertsWithTwoAllReducesP
       // The router runs on every token on both GPUs (its input is the all-reduced hidden state).
       EXPECT_DOUBLE_EQ(flops_named(e2[static_cast<std::size_t>(g)], "router"), flops_named(e1[0], "router"));
     }
-    const auto into_attention = bytes_into(two.graph, pair, Phase::kCollective, layer);
-    const auto into_moe = bytes_into(two.graph, pair, Phase::kCombine, layer);
+    const auto into_attention = bytes_into(two.graph, pair, phase::kCollective, layer);
+    const auto into_moe = bytes_into(two.graph, pair, phase::kCombine, layer);
     for (int g = 0; g < 2; ++g) {
       EXPECT_NEAR(into_attention[static_cast<std::size_t>(g)], B, 1e-9 * B) << "layer " << layer << " GPU " << g;
       EXPECT_NEAR(into_moe[static_cast<std::size_t>(g)], B, 1e-9 * B) << "layer " << layer << " GPU " << g;
     }
     // One GPU alone moves nothing.
-    EXPECT_TRUE(bytes_into(one.graph, Cluster(pool_spec(tp1.hardware, 0, 1)), Phase::kCollective, layer) ==
+    EXPECT_TRUE(bytes_into(one.graph, Cluster(pool_spec(tp1.hardware, 0, 1)), phase::kCollective, layer) ==
                 std::vector<double>{0.0});
   }
 }
@@ -206,7 +207,7 @@ TEST(Deployments, CudaGraphPadsADecodeBatchOfThreeToTheCapturedFour) {
   ServingEngine& engine = rig.engine;
   int checked = 0;
   engine.on_step([&](const StepRecord& rec) {
-    const auto attn = ops_of_phase(rec.plan->graph, Phase::kAttention, 0, cluster.num_gpus());
+    const auto attn = ops_of_phase(rec.plan->graph, phase::kAttention, 0, cluster.num_gpus());
     ASSERT_FALSE(attn[0].empty());
     const Op& qkv = attn[0].front().name == std::string("attn.norm") ? attn[0][1] : attn[0][0];
     EXPECT_EQ(qkv.m, 4) << "rows of " << qkv.name;
@@ -217,7 +218,7 @@ TEST(Deployments, CudaGraphPadsADecodeBatchOfThreeToTheCapturedFour) {
     const Tick expect = cost.ops_time(attention_step_ops(s.model, padded), 1.0);
     for (std::size_t t = 0; t < rec.plan->graph.tasks().size(); ++t) {
       const Task& task = rec.plan->graph.tasks()[t];
-      if (task.kind == TaskKind::kCompute && task.phase == Phase::kAttention && task.layer == 0 && task.gpu == 0) {
+      if (task.kind == TaskKind::kCompute && task.phase == phase::kAttention && task.layer == 0 && task.gpu == 0) {
         EXPECT_EQ((*rec.timing)[t].end - (*rec.timing)[t].start, expect);
       }
     }

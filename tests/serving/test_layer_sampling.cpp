@@ -13,6 +13,7 @@
 #include "serving/step_planner.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -55,11 +56,11 @@ TEST(LayerSample, RepeatedTasksTakeTheirTimeAndBytesThatManyTimes) {
   TaskGraph g;
   Op op;
   op.flops = 1000;
-  const TaskId c = g.compute(0, Phase::kExperts, 0, std::vector<Op>{op});
+  const TaskId c = g.compute(0, phase::kExperts, 0, std::vector<Op>{op});
   const TaskId c_dep[] = {c};
-  const TaskId d = g.delay(500, Phase::kOther, 0, c_dep);
+  const TaskId d = g.delay(500, phase::kOther, 0, c_dep);
   const TaskId d_dep[] = {d};
-  const TaskId f = g.transfer(0, 1, 1e6, Phase::kDispatch, 0, d_dep, 0);
+  const TaskId f = g.transfer(0, 1, 1e6, phase::kDispatch, 0, d_dep, 0);
   g.set_repeat(0, static_cast<TaskId>(g.size()), 3);
   const auto t = exec.run(g);
   EXPECT_EQ(t[c].end - t[c].start, 3000);

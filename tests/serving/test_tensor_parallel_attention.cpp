@@ -12,6 +12,7 @@
 #include "models/operators.hpp"
 #include "serving/batch_planner.hpp"
 #include "tests/support/policy_fixtures.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 namespace {
@@ -47,8 +48,8 @@ class TensorParallelAttention : public ::testing::Test {
 }  // namespace
 
 TEST_F(TensorParallelAttention, EachGpuRunsAQuarterOfTheHeadsOverEverySequence) {
-  const auto dp = ops_of_phase(plan(false).graph, Phase::kAttention, 0, 4);
-  const auto tp = ops_of_phase(plan(true).graph, Phase::kAttention, 0, 4);
+  const auto dp = ops_of_phase(plan(false).graph, phase::kAttention, 0, 4);
+  const auto tp = ops_of_phase(plan(true).graph, phase::kAttention, 0, 4);
   for (const std::string name : {"attn.qkv", "attn.core", "attn.out"}) {
     double dp_total = 0.0;
     for (const auto& ops : dp) dp_total += flops_of(ops, name);
@@ -63,12 +64,12 @@ TEST_F(TensorParallelAttention, CollectivesMoveTheRingFormulasBytes) {
   const BatchPlan bp = plan(true);
   const double B = 96 * token_bytes(model);
   for (int g = 0; g < 4; ++g) {
-    EXPECT_NEAR(bytes_into(bp.graph, cluster, Phase::kCollective, 0)[g], 2.0 * 3 / 4 * B, 1e-6 * B) << g;
-    EXPECT_NEAR(bytes_into(bp.graph, cluster, Phase::kCollective, 1)[g], 2.0 * 3 / 4 * B + 3 * B / 4, 1e-6 * B) << g;
+    EXPECT_NEAR(bytes_into(bp.graph, cluster, phase::kCollective, 0)[g], 2.0 * 3 / 4 * B, 1e-6 * B) << g;
+    EXPECT_NEAR(bytes_into(bp.graph, cluster, phase::kCollective, 1)[g], 2.0 * 3 / 4 * B + 3 * B / 4, 1e-6 * B) << g;
   }
   // Data-parallel attention moves nothing of the kind.
   const BatchPlan dp = plan(false);
-  for (int g = 0; g < 4; ++g) EXPECT_EQ(bytes_into(dp.graph, cluster, Phase::kCollective, 0)[g], 0.0);
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(bytes_into(dp.graph, cluster, phase::kCollective, 0)[g], 0.0);
 }
 
 TEST_F(TensorParallelAttention, TokensAreSharedEvenlyForTheMoeLayer) {

@@ -8,6 +8,7 @@
 
 #include "sim/flow_network.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -41,7 +42,7 @@ Op work(double ticks) {
 // A graph of one compute task on `gpu` lasting `ticks`.
 TaskGraph one_compute(int gpu, double ticks) {
   TaskGraph g;
-  g.compute(gpu, Phase::kExperts, 0, {work(ticks)});
+  g.compute(gpu, phase::kExperts, 0, {work(ticks)});
   return g;
 }
 // Records each callback: which graph, when, and its timings.
@@ -101,8 +102,8 @@ TEST(PlanExecutorAsync, TimedSubmitWaitsForTheSharedStream) {
   });
   f.sim.at(30, [&] {
     TaskGraph g;
-    g.compute(0, Phase::kExperts, 0, {work(40)});  // waits for A on GPU 0
-    g.compute(1, Phase::kExperts, 0, {work(10)});  // GPU 1 is free
+    g.compute(0, phase::kExperts, 0, {work(40)});  // waits for A on GPU 0
+    g.compute(1, phase::kExperts, 0, {work(10)});  // GPU 1 is free
     ex.submit(std::move(g), record(c, f.sim));
     in_flight_at_30 = ex.in_flight();
   });
@@ -129,10 +130,10 @@ TEST(PlanExecutorAsync, CallbackFiresOnceAtTheLastTaskEnd) {
   Fixture f;
   PlanExecutor ex = f.make();
   TaskGraph g;
-  const TaskId d = g.delay(300, Phase::kSchedule, -1);
+  const TaskId d = g.delay(300, phase::kSchedule, -1);
   const TaskId dd[] = {d};
-  const TaskId c = g.compute(1, Phase::kExperts, 0, {work(50)}, dd);
-  const TaskId x = g.transfer(0, 0, 1e6, Phase::kDispatch, 0);  // local: ends at tick 0
+  const TaskId c = g.compute(1, phase::kExperts, 0, {work(50)}, dd);
+  const TaskId x = g.transfer(0, 0, 1e6, phase::kDispatch, 0);  // local: ends at tick 0
   const TaskId both[] = {c, x};
   const TaskId j = g.join(both);
   Done done;
@@ -183,10 +184,10 @@ TEST(PlanExecutorAsync, LifoChooserReordersTheComputeStream) {
   Fixture f;
   PlanExecutor ex = f.make();
   TaskGraph g;
-  const TaskId a = g.compute(0, Phase::kExperts, 0, {work(100)});  // starts at once: no choice
-  const TaskId b = g.compute(0, Phase::kExperts, 0, {work(10)});
-  const TaskId c = g.compute(0, Phase::kExperts, 0, {work(20)});
-  const TaskId d = g.compute(0, Phase::kExperts, 0, {work(30)});
+  const TaskId a = g.compute(0, phase::kExperts, 0, {work(100)});  // starts at once: no choice
+  const TaskId b = g.compute(0, phase::kExperts, 0, {work(10)});
+  const TaskId c = g.compute(0, phase::kExperts, 0, {work(20)});
+  const TaskId d = g.compute(0, phase::kExperts, 0, {work(30)});
   std::vector<std::vector<TaskId>> seen;
   ex.set_compute_chooser([&](int gpu, std::span<const ReadyTask> waiting) {
     EXPECT_EQ(gpu, 0);
@@ -245,7 +246,7 @@ TEST(PlanExecutorAsync, OutOfRangeChoiceIsALogicError) {
   Fixture f;
   PlanExecutor ex = f.make();
   TaskGraph g;
-  for (int i = 0; i < 3; ++i) g.compute(0, Phase::kExperts, 0, {work(10)});
+  for (int i = 0; i < 3; ++i) g.compute(0, phase::kExperts, 0, {work(10)});
   ex.set_compute_chooser([](int, std::span<const ReadyTask> waiting) { return waiting.size(); });
   try {
     ex.run(g);
@@ -262,10 +263,10 @@ TEST(PlanExecutorAsync, RunStillDetectsAStalledPlan) {
   f.throw_once = true;
   EXPECT_THROW(ex.run(one_compute(0, 10)), std::runtime_error);
   TaskGraph g;
-  const TaskId a = g.compute(0, Phase::kExperts, 0, {work(10)});
+  const TaskId a = g.compute(0, phase::kExperts, 0, {work(10)});
   const TaskId da[] = {a};
-  g.delay(5, Phase::kSchedule, -1, da);
-  g.delay(7, Phase::kSchedule, -1);  // independent: runs
+  g.delay(5, phase::kSchedule, -1, da);
+  g.delay(7, phase::kSchedule, -1);  // independent: runs
   try {
     ex.run(g);
     FAIL() << "expected a stall";
@@ -279,7 +280,7 @@ TEST(PlanExecutorAsync, GraphsShareALinkMaxMinFairly) {
   PlanExecutor ex = f.make();
   auto one_flow = [] {
     TaskGraph g;
-    g.transfer(0, 1, 1e9, Phase::kDispatch, 0);  // 1 GB on the 1 GB/s link 0->1
+    g.transfer(0, 1, 1e9, phase::kDispatch, 0);  // 1 GB on the 1 GB/s link 0->1
     return g;
   };
   Done p, q, r, s;
@@ -308,9 +309,9 @@ TEST(PlanExecutorAsync, SameInputsGiveSameTimings) {
     for (int i = 0; i < 6; ++i) {
       f.sim.at(7 * i, [&, i] {
         TaskGraph g;
-        const TaskId c = g.compute(i % 2, Phase::kExperts, 0, {work(10.0 + i)});
+        const TaskId c = g.compute(i % 2, phase::kExperts, 0, {work(10.0 + i)});
         const TaskId dc[] = {c};
-        g.transfer(i % 2, 1 - i % 2, 1e6 * (i + 1), Phase::kDispatch, 0, dc);
+        g.transfer(i % 2, 1 - i % 2, 1e6 * (i + 1), phase::kDispatch, 0, dc);
         ex.submit(std::move(g), record(done[static_cast<std::size_t>(i)], f.sim));
       });
     }

@@ -10,6 +10,7 @@
 
 #include "sim/analytic_network.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -47,28 +48,28 @@ std::vector<TaskId> add_layer(TaskGraph& g, const std::vector<TaskId>& last, int
   std::vector<TaskId> attn(kGpus), out(kGpus);
   for (int gpu = 0; gpu < kGpus; ++gpu) {
     const TaskId dep[] = {last[static_cast<std::size_t>(gpu)]};
-    attn[gpu] = g.compute(gpu, Phase::kAttention, l, {work(100 + 37 * ((gpu + l) % kGpus))}, dep);
+    attn[gpu] = g.compute(gpu, phase::kAttention, l, {work(100 + 37 * ((gpu + l) % kGpus))}, dep);
   }
   std::vector<std::vector<TaskId>> touching(kGpus);
   for (int s = 0; s < kGpus; ++s)
     for (int d = 0; d < kGpus; ++d) {
       if (s == d) continue;
       const TaskId dep[] = {attn[s]};
-      const TaskId f = g.transfer(s, d, 1000.0 * (1 + (s + d + l) % 4), Phase::kDispatch, l, dep, s);
+      const TaskId f = g.transfer(s, d, 1000.0 * (1 + (s + d + l) % 4), phase::kDispatch, l, dep, s);
       touching[s].push_back(f);
       touching[d].push_back(f);
     }
   std::vector<TaskId> joined(kGpus);
-  for (int gpu = 0; gpu < kGpus; ++gpu) joined[gpu] = g.join(touching[gpu], Phase::kDispatch, l);
-  const TaskId barrier = g.join(joined, Phase::kCombine, l);
+  for (int gpu = 0; gpu < kGpus; ++gpu) joined[gpu] = g.join(touching[gpu], phase::kDispatch, l);
+  const TaskId barrier = g.join(joined, phase::kCombine, l);
   for (int gpu = 0; gpu < kGpus; ++gpu) {
     const TaskId dep[] = {barrier};
-    const TaskId wait = g.delay(10 + gpu, Phase::kSchedule, l, dep, gpu);
+    const TaskId wait = g.delay(10 + gpu, phase::kSchedule, l, dep, gpu);
     const TaskId merge_dep[] = {wait, joined[gpu]};
-    out[gpu] = g.compute(gpu, Phase::kMerge, l, {work(20)}, merge_dep);
+    out[gpu] = g.compute(gpu, phase::kMerge, l, {work(20)}, merge_dep);
   }
   const TaskId after[] = {out[0]};
-  g.transfer(0, 1, 500.0, Phase::kFetch, -1, after, 0, CopyEngine::kHostToDevice);
+  g.transfer(0, 1, 500.0, phase::kFetch, -1, after, 0, CopyEngine::kHostToDevice);
   return out;
 }
 
@@ -205,7 +206,7 @@ TEST(TaskGraph, DropBeforeKeepsIdsAndOps) {
   std::vector<TaskId> ids;
   for (int i = 0; i < 10; ++i) {
     const TaskId dep[] = {ids.empty() ? TaskId{0} : ids.back()};
-    ids.push_back(g.compute(0, Phase::kExperts, i, {work(i), work(100 + i)}, ids.empty() ? TaskGraph::Deps{} : dep));
+    ids.push_back(g.compute(0, phase::kExperts, i, {work(i), work(100 + i)}, ids.empty() ? TaskGraph::Deps{} : dep));
   }
   g.drop_before(3);  // not compacted yet
   EXPECT_EQ(g.first(), 3u);
@@ -221,7 +222,7 @@ TEST(TaskGraph, DropBeforeKeepsIdsAndOps) {
   EXPECT_EQ(g.dependency_count(9), 1u);
   // New tasks keep counting from the end, and their ops are found after compaction.
   const TaskId dep[] = {9};
-  const TaskId n = g.compute(1, Phase::kMerge, 10, {work(7)}, dep);
+  const TaskId n = g.compute(1, phase::kMerge, 10, {work(7)}, dep);
   EXPECT_EQ(n, 10u);
   EXPECT_EQ(g.ops_of(g.task(n))[0].flops, 7.0);
   const TaskId dropped[] = {2};
@@ -240,7 +241,7 @@ TEST(TaskGraph, FanOutsAndPagesSurviveDropsAndCopies) {
   std::vector<TaskId> fan;
   for (int i = 0; i < 3 * static_cast<int>(PagedVector<Task>::kPageSize); ++i) {
     const TaskId dep[] = {i % 1000 == 0 ? root : static_cast<TaskId>(g.size() - 1)};
-    const TaskId t = g.delay(i, Phase::kOther, i, dep);
+    const TaskId t = g.delay(i, phase::kOther, i, dep);
     if (i % 1000 == 0) fan.push_back(t);
   }
   ASSERT_EQ(g.successors(root).size(), fan.size());

@@ -3,6 +3,7 @@
 
 #include "sim/flow_network.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim {
 
@@ -31,9 +32,9 @@ TEST(PlanExecutor, ComputeOnOneGpuSerialises) {
   Fixture f;
   PlanExecutor ex = f.make();
   TaskGraph g;
-  const TaskId a = g.compute(0, Phase::kExperts, 0, {work(100)});
-  const TaskId b = g.compute(0, Phase::kExperts, 0, {work(50)});
-  const TaskId c = g.compute(1, Phase::kExperts, 0, {work(70)});
+  const TaskId a = g.compute(0, phase::kExperts, 0, {work(100)});
+  const TaskId b = g.compute(0, phase::kExperts, 0, {work(50)});
+  const TaskId c = g.compute(1, phase::kExperts, 0, {work(70)});
   const auto t = ex.run(g);
   EXPECT_EQ(t[a].start, 0);
   EXPECT_EQ(t[a].end, 100);
@@ -46,11 +47,11 @@ TEST(PlanExecutor, DependenciesAndTransfers) {
   Fixture f;
   PlanExecutor ex = f.make();
   TaskGraph g;
-  const TaskId a = g.compute(0, Phase::kAttention, 0, {work(1000)});
+  const TaskId a = g.compute(0, phase::kAttention, 0, {work(1000)});
   const TaskId deps_a[] = {a};
-  const TaskId x = g.transfer(0, 1, 1e6, Phase::kDispatch, 0, deps_a);  // 1 MB at 1 GB/s = 1 ms
+  const TaskId x = g.transfer(0, 1, 1e6, phase::kDispatch, 0, deps_a);  // 1 MB at 1 GB/s = 1 ms
   const TaskId deps_x[] = {x};
-  const TaskId b = g.compute(1, Phase::kExperts, 0, {work(10)}, deps_x);
+  const TaskId b = g.compute(1, phase::kExperts, 0, {work(10)}, deps_x);
   const auto t = ex.run(g);
   EXPECT_EQ(t[x].start, 1000);
   EXPECT_NEAR(static_cast<double>(t[x].end), 1000.0 + 1e9, 2.0);
@@ -62,8 +63,8 @@ TEST(PlanExecutor, CopyEngineSerialisesItsTransfers) {
   Fixture f;
   PlanExecutor ex = f.make();
   TaskGraph g;
-  const TaskId a = g.transfer(1, 0, 1e6, Phase::kFetch, 0, {}, 0, CopyEngine::kHostToDevice);
-  const TaskId b = g.transfer(1, 0, 1e6, Phase::kFetch, 0, {}, 0, CopyEngine::kHostToDevice);
+  const TaskId a = g.transfer(1, 0, 1e6, phase::kFetch, 0, {}, 0, CopyEngine::kHostToDevice);
+  const TaskId b = g.transfer(1, 0, 1e6, phase::kFetch, 0, {}, 0, CopyEngine::kHostToDevice);
   const auto t = ex.run(g);
   EXPECT_EQ(t[b].start, t[a].end);  // one engine: second copy waits, at full rate afterwards
   EXPECT_NEAR(static_cast<double>(t[b].end), 2e9, 4.0);
@@ -73,8 +74,8 @@ TEST(PlanExecutor, DelayAndJoin) {
   Fixture f;
   PlanExecutor ex = f.make();
   TaskGraph g;
-  const TaskId d1 = g.delay(300, Phase::kSchedule, -1);
-  const TaskId d2 = g.delay(500, Phase::kSchedule, -1);
+  const TaskId d1 = g.delay(300, phase::kSchedule, -1);
+  const TaskId d2 = g.delay(500, phase::kSchedule, -1);
   const TaskId both[] = {d1, d2};
   const TaskId j = g.join(both);
   const auto t = ex.run(g);

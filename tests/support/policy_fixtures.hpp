@@ -18,6 +18,7 @@
 #include "predictors/estimates.hpp"
 #include "predictors/forecast.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/phase.hpp"
 
 namespace moesim::testing_support {
 
@@ -161,7 +162,7 @@ inline double phase_bytes(const TaskGraph& g, Phase phase) {
 inline std::vector<double> expert_busy(const TaskGraph& g, const std::vector<TaskTiming>& timing, int gpus) {
   std::vector<double> busy(static_cast<std::size_t>(gpus), 0.0);
   for (TaskId id = 0; id < g.size(); ++id)
-    if (const Task& t = g.task(id); t.kind == TaskKind::kCompute && t.phase == Phase::kExperts)
+    if (const Task& t = g.task(id); t.kind == TaskKind::kCompute && t.phase == phase::kExperts)
       busy[static_cast<std::size_t>(t.gpu)] += static_cast<double>(timing[id].end - timing[id].start);
   return busy;
 }
