@@ -288,6 +288,73 @@ void check_capabilities(const Scenario& s, bool serving, Diagnostics& diags) {
   }
 }
 
+// `workload:` of kind prefill (all but `routing`), and no serving-only sections beside it.
+void read_prefill_workload(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags, bool cluster_ok,
+                           YAML::Node& wl_res) {
+  const YAML::Node wl = root["workload"];
+  if (!wl)
+    s.warnings.push_back(Diagnostic{SourceLocation{src.file(), 0, 0},
+                                    "no 'workload' section: the prefill defaults apply (see `workload:` in docs/guide.md)",
+                                    true});
+  const ParamSet w = read_params(wl, prefill_workload_specs(), src, diags, {"routing"});
+  s.workload.batch_size = w.get_int("batch_size");
+  s.workload.seq_len = w.get_int("seq_len");
+  s.workload.batches = w.get_int("batches");
+  s.workload.warmup_batches = w.get_int("warmup_batches");
+  s.workload.tensor_parallel_attention = w.get_string("attention_parallelism") == "tensor";
+  const int gpus = s.hardware.num_gpus();
+  if (s.workload.tensor_parallel_attention && cluster_ok && gpus > 0 && s.model.attention.heads % gpus != 0)
+    diags.error(w.where("attention_parallelism"),
+                "tensor-parallel attention splits the heads over the GPUs: " +
+                    std::to_string(s.model.attention.heads) + " heads do not divide by " + std::to_string(gpus) +
+                    " GPUs");
+  if (s.workload.warmup_batches >= s.workload.batches && wl && wl.IsMap())
+    diags.error(src.locate(wl["warmup_batches"] ? wl["warmup_batches"] : wl),
+                "'warmup_batches' (" + std::to_string(s.workload.warmup_batches) +
+                    ") must be fewer than 'batches' (" + std::to_string(s.workload.batches) + "): nothing would be measured");
+  wl_res = w.to_yaml();
+  // `serving:` and `deployment:` configure request-level serving only.
+  for (const auto& kv : root)
+    if (kv.first.IsScalar() && (kv.first.Scalar() == "serving" || kv.first.Scalar() == "deployment"))
+      diags.error(src.locate(kv.first), "'" + kv.first.Scalar() +
+                                            "' is only allowed with workload.kind: serving (this workload is prefill)");
+}
+
+// Each policy's own check of its options against this model and cluster (PolicyInfo::check).
+void check_policies(Scenario& s, Diagnostics& diags) {
+  for (const PluginEntry& e : s.policies) {
+    const auto* entry = policies().find(e.name);
+    if (!entry || !entry->value.check || !diags.empty()) continue;
+    PolicyCheck found;
+    entry->value.check(e.params, s.model, s.hardware, found);
+    const auto at = [&](const std::string& option) { return !option.empty() && e.params.given(option) ? e.params.where(option) : e.where; };
+    for (const auto& item : found.errors) diags.error(at(item.option), e.name + ": " + item.message);
+    for (const auto& item : found.warnings) s.warnings.push_back(Diagnostic{at(item.option), e.name + ": " + item.message, true});
+  }
+}
+
+// DeepEP carries the token dispatch of expert-parallel policies; it must be able to run on the
+// pools' GPUs (RDMA NICs across nodes, DeepEP's 8-GPU nodes for its internode kernels).
+void check_deepep(const Scenario& s, Diagnostics& diags) {
+  for (const PluginEntry& e : s.policies) {
+    const auto made = policies().get(e.name).value.make(e.params);
+    if (!dynamic_cast<const ExpertParallelPolicy*>(made.get()))
+      diags.error(e.where, "deployment.alltoall " + std::string(moe_all_to_all_name(s.deployment.alltoall)) +
+                               " carries an expert-parallel policy's dispatch; policy '" + e.name +
+                               "' runs its own collectives (use alltoall: nccl)");
+  }
+  const DeploymentConfig& d = s.deployment;
+  const int gpus = d.disaggregated() ? std::max(d.prefill_gpus, d.decode_gpus)
+                                     : d.colocated.gpus_per_instance();
+  try {
+    const Cluster cluster(s.hardware);
+    deepep_cost(cluster, deepep_params(s.model, d.alltoall, std::min(gpus, cluster.num_gpus()), DeepEpOp::kDispatch));
+  } catch (const InputError& e) {
+    for (const auto& x : e.diagnostics())
+      diags.error(s.deployment_where, "deployment.alltoall " + std::string(moe_all_to_all_name(d.alltoall)) + ": " + x.message);
+  }
+}
+
 Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& overrides,
                const std::string& base_dir) {
   Diagnostics diags;
@@ -328,32 +395,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
     s.workload_kind = WorkloadKind::kServing;
     read_serving_sections(root, s, src, diags, cluster_ok, wl_res, serving_res, deployment_res);
   } else {
-    if (!wl)
-      s.warnings.push_back(Diagnostic{SourceLocation{src.file(), 0, 0},
-                                      "no 'workload' section: the prefill defaults apply (see `workload:` in docs/guide.md)",
-                                      true});
-    const ParamSet w = read_params(wl, prefill_workload_specs(), src, diags, {"routing"});
-    s.workload.batch_size = w.get_int("batch_size");
-    s.workload.seq_len = w.get_int("seq_len");
-    s.workload.batches = w.get_int("batches");
-    s.workload.warmup_batches = w.get_int("warmup_batches");
-    s.workload.tensor_parallel_attention = w.get_string("attention_parallelism") == "tensor";
-    const int gpus = s.hardware.num_gpus();
-    if (s.workload.tensor_parallel_attention && cluster_ok && gpus > 0 && s.model.attention.heads % gpus != 0)
-      diags.error(w.where("attention_parallelism"),
-                  "tensor-parallel attention splits the heads over the GPUs: " +
-                      std::to_string(s.model.attention.heads) + " heads do not divide by " + std::to_string(gpus) +
-                      " GPUs");
-    if (s.workload.warmup_batches >= s.workload.batches && wl && wl.IsMap())
-      diags.error(src.locate(wl["warmup_batches"] ? wl["warmup_batches"] : wl),
-                  "'warmup_batches' (" + std::to_string(s.workload.warmup_batches) +
-                      ") must be fewer than 'batches' (" + std::to_string(s.workload.batches) + "): nothing would be measured");
-    wl_res = w.to_yaml();
-    // `serving:` and `deployment:` configure request-level serving only.
-    for (const auto& kv : root)
-      if (kv.first.IsScalar() && (kv.first.Scalar() == "serving" || kv.first.Scalar() == "deployment"))
-        diags.error(src.locate(kv.first), "'" + kv.first.Scalar() +
-                                              "' is only allowed with workload.kind: serving (this workload is prefill)");
+    read_prefill_workload(root, s, src, diags, cluster_ok, wl_res);
   }
   read_routing(wl && wl.IsMap() ? wl["routing"] : YAML::Node(), wl ? wl : root, s, src, diags, routing_res);
   wl_res["routing"] = routing_res;
@@ -367,39 +409,10 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
                                     "model dtype " + std::string(dtype_name(s.model.dtype)) + " has no tensor cores on " +
                                         s.hardware.gpu.name + ": its kernels are priced at the fp32 peak",
                                     true});
-  // Each policy's own check of its options against this model and cluster.
-  for (const PluginEntry& e : s.policies) {
-    const auto* entry = policies().find(e.name);
-    if (!entry || !entry->value.check || !diags.empty()) continue;
-    PolicyCheck found;
-    entry->value.check(e.params, s.model, s.hardware, found);
-    const auto at = [&](const std::string& option) { return !option.empty() && e.params.given(option) ? e.params.where(option) : e.where; };
-    for (const auto& item : found.errors) diags.error(at(item.option), e.name + ": " + item.message);
-    for (const auto& item : found.warnings) s.warnings.push_back(Diagnostic{at(item.option), e.name + ": " + item.message, true});
-  }
+  check_policies(s, diags);
   check_capabilities(s, serving, diags);
 
-  // DeepEP carries the token dispatch of expert-parallel policies; it must be able to run on the
-  // pools' GPUs (RDMA NICs across nodes, DeepEP's 8-GPU nodes for its internode kernels).
-  if (serving && diags.empty() && s.deployment.alltoall != MoeAllToAll::kNccl) {
-    for (const PluginEntry& e : s.policies) {
-      const auto made = policies().get(e.name).value.make(e.params);
-      if (!dynamic_cast<const ExpertParallelPolicy*>(made.get()))
-        diags.error(e.where, "deployment.alltoall " + std::string(moe_all_to_all_name(s.deployment.alltoall)) +
-                                 " carries an expert-parallel policy's dispatch; policy '" + e.name +
-                                 "' runs its own collectives (use alltoall: nccl)");
-    }
-    const DeploymentConfig& d = s.deployment;
-    const int gpus = d.disaggregated() ? std::max(d.prefill_gpus, d.decode_gpus)
-                                       : d.colocated.gpus_per_instance();
-    try {
-      const Cluster cluster(s.hardware);
-      deepep_cost(cluster, deepep_params(s.model, d.alltoall, std::min(gpus, cluster.num_gpus()), DeepEpOp::kDispatch));
-    } catch (const InputError& e) {
-      for (const auto& x : e.diagnostics())
-        diags.error(s.deployment_where, "deployment.alltoall " + std::string(moe_all_to_all_name(d.alltoall)) + ": " + x.message);
-    }
-  }
+  if (serving && diags.empty() && s.deployment.alltoall != MoeAllToAll::kNccl) check_deepep(s, diags);
 
   const ParamSet out = read_params(
       root["output"], output_specs(), src, diags);
