@@ -88,6 +88,19 @@ ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools
     }
     state_.push_back(std::move(st));
   }
+  if (setup_.layer_queues) {
+    LayerQueueRuntime::Hooks hooks;
+    hooks.finished = [this](Request& r) { close_request(r); };
+    hooks.executed = [this](const ExecutionRecord& rec) {
+      if (execution_observer_) execution_observer_(rec);
+    };
+    hooks.sent = [this](const TaskGraph& graph, const std::vector<TaskTiming>& timing) {
+      if (transfer_observer_) transfer_observer_(graph, timing);
+    };
+    queues_ = std::make_unique<LayerQueueRuntime>(*setup_.model, cluster, *setup_.routing, *setup_.layer_queues,
+                                                  setup_.scheduler.kv_block_tokens, setup_.seed, engine_->sim,
+                                                  engine_->exec, requests_, std::move(hooks));
+  }
 }
 
 ServingEngine::~ServingEngine() = default;
@@ -96,7 +109,7 @@ Tick ServingEngine::now() const { return engine_->sim.now(); }
 std::uint64_t ServingEngine::events() const { return engine_->sim.events_run(); }
 
 double ServingEngine::kv_cache_peak_fraction() const {
-  double peak = 0.0;
+  double peak = queues_ ? queues_->kv_cache_peak_fraction() : 0.0;
   for (const auto& st : state_)
     for (const RankScheduler& r : st->ranks)
       if (r.cache().total_blocks() > 0)
@@ -118,6 +131,7 @@ void ServingEngine::run() {
     return "serving stalled: " + std::to_string(static_cast<std::int64_t>(requests_.size()) - finished_) +
            " requests never finished";
   });
+  if (queues_) queues_->check_drained();
   for (std::size_t p = 0; p < state_.size(); ++p)
     for (std::size_t g = 0; g < state_[p]->ranks.size(); ++g) {
       const PagedKvCache& kv = state_[p]->ranks[g].cache();
@@ -166,6 +180,10 @@ void ServingEngine::set_graph_mode(int pool, bool on) {
 void ServingEngine::arrive(std::size_t index) {
   Request& r = requests_[index];
   r.arrive(now());
+  if (queues_) {
+    queues_->arrive(static_cast<int>(index));
+    return;
+  }
   int pool = -1, rank = 0;
   std::size_t load = 0;
   for (const int i : entry_pools()) {
@@ -455,14 +473,21 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
 
 void ServingEngine::finish_request(Request& r) {
   retire_from(r.pool, r.rank, r);
+  close_request(r);
+  if (!awaiting_transfer_.empty()) try_transfers();
+  request_step(r.pool);
+}
+
+void ServingEngine::close_request(Request& r) {
   r.finish(now());
   ++finished_;
   if (setup_.arrival.process == ArrivalSpec::Process::kClosed && next_closed_ < requests_.size()) {
     const std::size_t i = next_closed_++;
     engine_->sim.at(now() + seconds_to_ticks(setup_.arrival.think_s), [this, i] { arrive(i); });
   }
-  if (!awaiting_transfer_.empty()) try_transfers();
-  request_step(r.pool);
+  // A step reports progress when it ends; the layer-queue mode, which has no steps, when a
+  // request finishes.
+  if (queues_ && progress_) progress_(now(), finished_, static_cast<std::int64_t>(requests_.size()));
 }
 
 }  // namespace moesim

@@ -3,6 +3,8 @@
 // runs one step at a time, formed when the previous one ends (continuous batching: decisions are
 // made when an event fires, Vidur-style), from its ranks' schedulers; the step planner turns it
 // into a task graph and the executor times it while other pools' steps and KV transfers run.
+// An attention–expert split runs in layer-queue mode instead of steps (serving/amoe/layer_queues.hpp):
+// the runtime forms each GPU's next execution from its μ-queues and the engine's executor times it.
 // Disaggregated: a prefill pool's finished prompt moves its KV cache to a decode GPU as a flow
 // over the real topology, and the request decodes there. An instance of the model is a pool;
 // a new request goes to the rank with the fewest requests over every pool it may enter. What the
@@ -16,6 +18,7 @@
 #include "hardware/cluster.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/routing.hpp"
+#include "serving/amoe/layer_queues.hpp"
 #include "serving/config.hpp"
 #include "serving/pool.hpp"
 #include "serving/request.hpp"
@@ -56,6 +59,9 @@ struct ServingSetup {
   /// workload.prompt_cached: requests arrive with their prompt already in the KV cache of the
   /// rank that decodes them, so only decode steps run (steady-state decode measurements).
   bool prompt_cached = false;
+  /// An attention–expert split run in layer-queue mode (AMoE's μ-queues, or ping-pong): the
+  /// engine then has no pools, and the runtime of serving/amoe/layer_queues.hpp executes.
+  const LayerQueueDeployment* layer_queues = nullptr;
 };
 
 /// Runs requests through the pools until every one has finished.
@@ -64,12 +70,16 @@ class ServingEngine final : public ServingOutcome {
   using StepObserver = std::function<void(const StepRecord&)>;
   using TransferObserver = std::function<void(const TaskGraph&, const std::vector<TaskTiming>&)>;
   using Progress = std::function<void(Tick now, std::int64_t finished, std::int64_t total)>;
+  using ExecutionObserver = std::function<void(const ExecutionRecord&)>;
 
   ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools, std::vector<RequestSpec> requests);
   ~ServingEngine() override;
 
   void on_step(StepObserver f) { step_observer_ = std::move(f); }
+  /// KV hand-overs between pools, and the layer-queue mode's messages.
   void on_transfer(TransferObserver f) { transfer_observer_ = std::move(f); }
+  /// The layer-queue mode's executions (one layer on one GPU).
+  void on_execution(ExecutionObserver f) { execution_observer_ = std::move(f); }
   void on_progress(Progress f) { progress_ = std::move(f); }
 
   /// Simulates until every request has finished. Throws std::logic_error if requests remain
@@ -83,6 +93,8 @@ class ServingEngine final : public ServingOutcome {
   std::int64_t steps() const { return steps_; }
   Tick now() const override;
   std::uint64_t events() const;
+  /// The layer-queue runtime (null when the engine runs steps).
+  const LayerQueueRuntime* layer_queues() const { return queues_.get(); }
 
  private:
   struct PoolState;
@@ -94,6 +106,9 @@ class ServingEngine final : public ServingOutcome {
   void hand_over_to(Request& r, int decode_pool, int rank);
   void try_transfers();
   void finish_request(Request& r);
+  /// What every mode does when a request's last token is out: finish it, send the closed loop's
+  /// next request.
+  void close_request(Request& r);
   int least_loaded_rank(const PoolState& p) const;
   /// Queues `r` on a rank / removes it from one, keeping the pool's load index current.
   void enqueue_at(int pool, int rank, Request& r);
@@ -110,6 +125,7 @@ class ServingEngine final : public ServingOutcome {
   std::vector<std::unique_ptr<PoolState>> state_;
   struct Engine;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<LayerQueueRuntime> queues_;
   std::vector<Request*> awaiting_transfer_;  ///< prefilled, waiting for KV blocks on a decode GPU
   std::size_t next_closed_ = 0;              ///< closed loop: next request to send
   std::int64_t finished_ = 0;
@@ -117,6 +133,7 @@ class ServingEngine final : public ServingOutcome {
   std::int64_t steps_ = 0;
   StepObserver step_observer_;
   TransferObserver transfer_observer_;
+  ExecutionObserver execution_observer_;
   Progress progress_;
 };
 

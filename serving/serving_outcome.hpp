@@ -1,6 +1,6 @@
 #pragma once
-// What a finished serving run reports to the metrics, whichever engine ran it: the synchronous
-// step engine (serving/engine.hpp) or AMoE's asynchronous runtimes (serving/amoe/).
+// What a finished serving run reports to the metrics (the serving engine, serving/engine.hpp, in
+// any of its modes).
 #include <cstdint>
 #include <vector>
 

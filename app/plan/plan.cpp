@@ -111,10 +111,11 @@ struct PlanBase {
       o.push_back("hardware.network_model=analytic");
       // Layer sampling is refused with two-batch overlap and AMoE's pipelines (their layers are
       // not independent); those estimates plan every layer.
-      const auto own_engine = [](const std::string& name) { return !policies().get(name).value.supports.stepped; };
-      const bool any_own = std::any_of(scenario.policies.begin(), scenario.policies.end(),
-                                       [&](const PolicyEntry& p) { return own_engine(p.name); });
-      if (!c.two_batch_overlap && !own_engine(c.policy) && !(c.scenario && (any_own || scenario.serving.two_batch_overlap)))
+      const auto layer_queues = [](const std::string& name) { return !policies().get(name).value.supports.stepped; };
+      const bool any_queues = std::any_of(scenario.policies.begin(), scenario.policies.end(),
+                                          [&](const PolicyEntry& p) { return layer_queues(p.name); });
+      if (!c.two_batch_overlap && !layer_queues(c.policy) &&
+          !(c.scenario && (any_queues || scenario.serving.two_batch_overlap)))
         o.push_back("serving.layer_sampling=" + std::to_string(estimate_sampling()));
     }
     return load_scenario_text(text, spec.file, o, dir);

@@ -121,9 +121,35 @@ void ServingMetrics::add_transfer(const TaskGraph& graph) {
   for (const Task& task : graph.tasks()) bytes_.add(task, cluster_);
 }
 
-void ServingMetrics::add_gpu_busy(int gpu, Tick compute, Tick scheduling) {
-  gpu_time_[static_cast<std::size_t>(gpu)].compute += compute;
-  gpu_time_[static_cast<std::size_t>(gpu)].scheduling += scheduling;
+void ServingMetrics::add_execution(const ExecutionRecord& e) {
+  if (!unstepped_time_) unstepped_time_.emplace(cluster_.num_gpus(), 0);
+  for (TaskId i = 0; i < e.graph->size(); ++i) unstepped_time_->add(e.graph->task(i), (*e.timing)[i]);
+  if (e.routing) skewness_.push_back(e.routing->skewness());
+  const double ms = ticks_to_ms(e.end - e.start);
+  step_ms_.push_back(ms);
+  if (e.prefill_tokens == 0) decode_step_ms_.push_back(ms);
+  if (e.attention && e.block == 0) {
+    prefill_tokens_ += e.prefill_tokens;
+    decode_tokens_ += e.tokens - e.prefill_tokens;
+  }
+  ++steps_;
+}
+
+void ServingMetrics::advance(Tick horizon) {
+  if (unstepped_time_) unstepped_time_->advance(horizon);
+}
+
+void ServingMetrics::add_message(const TaskGraph& graph, const std::vector<TaskTiming>& timing) {
+  if (!unstepped_time_) unstepped_time_.emplace(cluster_.num_gpus(), 0);
+  Tick first = kTickMax, last = 0;
+  for (TaskId i = 0; i < graph.size(); ++i) {
+    const Task& t = graph.task(i);
+    bytes_.add(t, cluster_);
+    unstepped_time_->add(t, timing[i]);
+    first = std::min(first, timing[i].start);
+    last = std::max(last, timing[i].end);
+  }
+  if (last >= first) alltoall_ms_.push_back(ticks_to_ms(last - first));
 }
 
 nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
@@ -209,6 +235,15 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   // Per GPU, over the whole run (warm-up included): busy is computing or copying.
   const Tick makespan = engine.now();
   std::vector<GpuTime> per_gpu = gpu_time_;
+  if (unstepped_time_) {
+    GpuTimeSweep sweep = *unstepped_time_;  // summary() is const; the sweep finishes on a copy
+    const std::vector<GpuTime> t = sweep.finish(makespan);
+    for (std::size_t g = 0; g < per_gpu.size(); ++g) {
+      GpuTime busy = t[g];
+      busy.waiting = 0;
+      per_gpu[g] += busy;
+    }
+  }
   std::vector<double> idle;
   for (GpuTime& t : per_gpu) {
     t.waiting = std::max<Tick>(0, makespan - (t.compute + t.copy + t.communication + t.scheduling));
@@ -232,22 +267,22 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   return m;
 }
 
-void check_metric_set(const nlohmann::json& metrics, const char* extra) {
+void check_metric_set(const nlohmann::json& metrics) {
   static const std::set<std::string> common{
       "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "queue_delay_ms", "throughput_tokens_per_s",
       "input_throughput_tokens_per_s", "requests_completed", "request_rate_per_s", "offered_rate_per_s",
       "layer_latency_ms", "alltoall_ms", "preemptions", "kv_cache_peak_fraction", "measurement_window_s",
       "measurement_window", "steady_state", "measured_arrival_span_s", "benchmark_throughput_tokens_per_s",
-      "gpu_idle_fraction", "gpu_time_breakdown", "bytes", "load", "tokens_dropped", "steps", "makespan_ms", "events"};
+      "gpu_idle_fraction", "gpu_time_breakdown", "bytes", "load", "tokens_dropped", "steps", "makespan_ms", "events",
+      "pools"};
   static const std::set<std::string> with_slo{"goodput_requests_per_s", "slo_attainment"};
   std::set<std::string> missing = common, unexpected;
-  missing.insert(extra);
   const bool slo = metrics.contains("slo_attainment");
   if (slo) missing.insert(with_slo.begin(), with_slo.end());
   for (const auto& [key, value] : metrics.items())
     if (missing.erase(key) == 0) unexpected.insert(key);
   check_invariant(missing.empty() && unexpected.empty(), Invariant::kMetricSet, [&] {
-    std::string text = std::string("the ") + extra + " engine's metrics";
+    std::string text = "the serving engine's metrics";
     for (const auto& k : missing) text += ", missing " + k;
     for (const auto& k : unexpected) text += ", unexpected " + k;
     return text;

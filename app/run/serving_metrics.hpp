@@ -4,12 +4,14 @@
 // preemptions and KV-cache use; and, from the executed steps, today's per-GPU idle time, bytes
 // by class and expert load. Warm-up requests are simulated but left out of the request metrics.
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "app/run/gpu_time.hpp"
 #include "app/run/metrics.hpp"
 #include "serving/engine.hpp"
 
@@ -67,15 +69,23 @@ class ServingMetrics {
   void add_step(const StepRecord& step);
   /// A KV-cache hand-over between pools (bytes only).
   void add_transfer(const TaskGraph& graph);
+  /// Layer-queue mode (serving/amoe/layer_queues.hpp), which has no steps: an execution (one
+  /// layer on one GPU) counts as a step in `steps` (its tokens in prefill and decode tokens at
+  /// block 0, where every token enters), its routing in `load.skewness`, its tasks in the GPUs'
+  /// time; a message counts its bytes, its time on the GPUs, and its time from NCCL's launch
+  /// to arrival as one `alltoall_ms` sample (a dispatch or a combine).
+  void add_execution(const ExecutionRecord& e);
+  void add_message(const TaskGraph& graph, const std::vector<TaskTiming>& timing);
+  /// Layer-queue mode: no execution or message reported later started before `horizon`.
+  void advance(Tick horizon);
   /// result.json's `metrics` for a serving run.
-  /// Busy time of `gpu` outside any step (AMoE's runtimes execute layers, not steps).
-  void add_gpu_busy(int gpu, Tick compute, Tick scheduling);
   nlohmann::json summary(const ServingOutcome& engine, const SchedulerConfig& config) const;
 
  private:
   const Cluster& cluster_;
   std::int64_t warmup_;
   std::vector<GpuTime> gpu_time_;  ///< per GPU, summed over its pool's steps
+  std::optional<GpuTimeSweep> unstepped_time_;  ///< layer-queue mode: executions and messages
   TrafficBytes bytes_;
   std::vector<double> skewness_, gpu_imbalance_, gpu_load_std_, step_ms_, decode_step_ms_;
   std::vector<double> moe_layer_ms_, alltoall_ms_;  ///< per MoE layer of every step
@@ -89,9 +99,8 @@ class ServingMetrics {
 void add_steady_state_warning(nlohmann::json& run);
 
 /// metric-set (core/invariants.hpp): a serving run's metrics hold every key each engine mode
-/// reports (colocated, disaggregated, AMoE), plus `extra`, the one key of the mode's own, and
-/// nothing else.
-void check_metric_set(const nlohmann::json& metrics, const char* extra);
+/// reports (colocated, disaggregated, layer queues), and nothing else.
+void check_metric_set(const nlohmann::json& metrics);
 
 /// requests.csv's header line (with its newline).
 std::string requests_csv_header();

@@ -1,12 +1,11 @@
 #include "app/run/serving_run.hpp"
 
-#include "app/run/serving_amoe.hpp"
-
 #include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <sstream>
 
+#include "app/run/layer_queue_deployment.hpp"
 #include "app/run/run_context.hpp"
 #include "app/run/serving_metrics.hpp"
 #include "hardware/cost_model.hpp"
@@ -107,7 +106,7 @@ void check_serving_fits(const Scenario& s) {
   const Cluster cluster(s.hardware);
   const auto routing = make_routing(s);
   for (const auto& entry : s.policies) {
-    if (!stepped(entry)) amoe_deployment(s, entry);
+    if (!stepped(entry)) layer_queue_deployment(s, entry);
     else make_serving_pools(s, cluster, *routing, entry, s.predictors.front());
   }
   for (const auto& entry : s.policies)
@@ -132,16 +131,30 @@ ServingSetup serving_setup(const Scenario& s, const Cluster& cluster, const Comp
   return setup;
 }
 
+/// result.json's `pools` for an attention–expert split: the attention GPUs with their KV
+/// blocks, and the expert GPUs.
+static nlohmann::json split_pools_json(const LayerQueueDeployment& d, int num_gpus) {
+  const int a = d.config.attention_gpus;
+  return nlohmann::json::array(
+      {{{"pool", "attention"}, {"instance", 0}, {"first_gpu", 0}, {"gpus", a}, {"tensor_parallel", 1},
+        {"expert_parallel", false}, {"kv_blocks_per_rank", d.kv_blocks}},
+       {{"pool", "experts"}, {"instance", 0}, {"first_gpu", a}, {"gpus", num_gpus - a}, {"tensor_parallel", 1},
+        {"expert_parallel", true}, {"kv_blocks_per_rank", nlohmann::json::array()}}});
+}
+
 nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const PluginEntry& predictor,
                            const std::string& trace_dir, std::string& requests_csv, const ServingProgress& progress) {
-  // The one policy on an engine of its own today is AMoE's (issue 29 merges it into this one).
-  if (!stepped(policy)) return run_amoe_serving(s, policy, requests_csv, progress);
   const Cluster cluster(s.hardware);
   const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
   const auto routing = make_routing(s);
-  std::vector<ServingPool> pools = make_serving_pools(s, cluster, *routing, policy, predictor);
+  // A policy that plans steps runs on pools; an attention–expert split in layer-queue mode.
+  std::vector<ServingPool> pools;
+  std::optional<LayerQueueDeployment> split;
+  if (stepped(policy)) pools = make_serving_pools(s, cluster, *routing, policy, predictor);
+  else split = layer_queue_deployment(s, policy);
 
-  const ServingSetup setup = serving_setup(s, cluster, cost, *routing);
+  ServingSetup setup = serving_setup(s, cluster, cost, *routing);
+  if (split) setup.layer_queues = &*split;
   ServingEngine engine(setup, pools, generate_requests(s.serving_workload, s.seed));
 
   ServingMetrics metrics(cluster, s.serving_workload.warmup_requests);
@@ -152,8 +165,17 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
     metrics.add_step(step);
     if (tracing) trace->add_batch(step.plan->graph, *step.timing, step.step);
   });
+  std::int64_t executions = 0;
+  engine.on_execution([&](const ExecutionRecord& e) {
+    metrics.add_execution(e);
+    // The GPU-time sweep keeps only what may still change: every 4,096 executions it sweeps
+    // what lies before the earliest graph in flight.
+    if (++executions % 4096 == 0) metrics.advance(engine.layer_queues()->horizon());
+    if (tracing) trace->add_batch(*e.graph, *e.timing, -1);
+  });
   engine.on_transfer([&](const TaskGraph& graph, const std::vector<TaskTiming>& timing) {
-    metrics.add_transfer(graph);
+    if (split) metrics.add_message(graph, timing);
+    else metrics.add_transfer(graph);
     if (tracing) trace->add_batch(graph, timing, -1);
   });
   if (progress)
@@ -164,9 +186,10 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
   nlohmann::json run;
   run["policy"] = policy.name;
   run["label"] = policy.label;
-  run["predictor"] = predictor.name;
-  run["predictor_label"] = predictor.label;
-  if (const auto acc = pools.front().predictor->held_out_accuracy()) run["predictor_held_out_accuracy"] = *acc;
+  run["predictor"] = split ? "none" : predictor.name;
+  run["predictor_label"] = split ? "none" : predictor.label;
+  if (!pools.empty())
+    if (const auto acc = pools.front().predictor->held_out_accuracy()) run["predictor_held_out_accuracy"] = *acc;
   run["metrics"] = metrics.summary(engine, s.serving);
   run["metrics"]["events"] = engine.events();
   add_steady_state_warning(run);
@@ -175,8 +198,8 @@ nlohmann::json run_serving(const Scenario& s, const PluginEntry& policy, const P
     kv.push_back({{"pool", pool_role_name(pool.role)}, {"instance", pool.instance}, {"first_gpu", pool.first_gpu},
                   {"gpus", pool.gpus}, {"tensor_parallel", pool.tensor_parallel}, {"expert_parallel", pool.expert_parallel},
                   {"kv_blocks_per_rank", pool.kv_blocks}});
-  run["metrics"]["pools"] = kv;
-  check_metric_set(run["metrics"], "pools");
+  run["metrics"]["pools"] = split ? split_pools_json(*split, cluster.num_gpus()) : kv;
+  check_metric_set(run["metrics"]);
   std::ostringstream csv;
   write_requests_csv(csv, label, engine.requests(), s.serving_workload.warmup_requests);
   requests_csv += csv.str();

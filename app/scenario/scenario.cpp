@@ -417,14 +417,6 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   const ParamSet out = read_params(
       root["output"], output_specs(), src, diags);
   s.trace = out.get_bool("trace");
-  // A policy on an engine of its own writes no trace (issue 29 merges AMoE's into the serving
-  // engine): say so rather than leave the trace missing without a word.
-  for (const PluginEntry& e : s.policies)
-    if (s.trace && !policies().get(e.name).value.supports.stepped)
-      s.warnings.push_back(Diagnostic{out.where("trace"), "output.trace: policy 'amoe' (" + e.label +
-                                                              ") writes no Chrome trace; its runs are not traced",
-                                      true});
-
   // The routing model validates what only it can (trace files, reachable skewness).
   if (diags.empty()) {
     const RoutingContext rc = routing_context(s);

@@ -1,6 +1,7 @@
-// `amoe` in the policy registry: the options of AMoE's deployment (serving/amoe/amoe_engine.hpp).
-// It runs on serving workloads only, through its own engine (app/serving_amoe.cpp), so the
-// synchronous planner's hooks refuse to run it; the scenario loader reports that at the entry.
+// `amoe` in the policy registry: the options of AMoE's attention–expert split
+// (serving/amoe/layer_queues.hpp). It declares itself not stepped, so the serving engine runs it
+// in layer-queue mode (app/run/layer_queue_deployment.hpp reads the options) and never asks it to
+// plan a step; the scenario loader refuses it on prefill workloads, at the entry.
 #include <stdexcept>
 
 #include "policies/policy.hpp"
@@ -9,12 +10,12 @@
 namespace moesim {
 namespace {
 
-/// Stands in for AMoE in the registry; never asked to plan a synchronous step.
+/// AMoE's registry entry: its options and capabilities; the layer-queue runtime does the work.
 class AmoePolicy final : public Policy {
  public:
   void setup(const PolicyContext&) override {}
   MoeLayerOutput build_moe_layer(TaskGraph&, const PolicyContext&, const MoeLayerInput&) override {
-    throw std::logic_error("amoe runs on its own engine (serving workloads only)");
+    throw std::logic_error("amoe runs in the serving engine's layer-queue mode, never as a step's policy");
   }
   std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
     return std::vector<double>(static_cast<std::size_t>(ctx.cluster.num_gpus()), 0.0);

@@ -1,24 +1,28 @@
-// AMoE (asynchronous expert parallelism, serving/amoe/): the three layer schedulers of §3.4 on
-// hand-computed queues; one request on an idle deployment takes exactly the sum of its blocks'
-// scheduling, compute and transfers; token conservation through the μ-queues and the token pool;
-// determinism; and deployments refused at the policy entry.
+// AMoE (asynchronous expert parallelism) as the serving engine's layer-queue mode
+// (serving/amoe/layer_queues.hpp): the three layer schedulers of §3.4 on hand-computed queues;
+// one request on an idle deployment takes exactly the sum of its blocks' scheduling, compute and
+// transfers; token conservation through the μ-queues and the token pool; determinism; the metrics
+// every mode reports; and deployments refused at the policy entry.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
+#include <set>
 #include <string>
 
 #include "app/run/run_context.hpp"
 #include "app/scenario/scenario.hpp"
-#include "app/run/serving_amoe.hpp"
+#include "app/run/layer_queue_deployment.hpp"
 #include "app/run/serving_run.hpp"
 #include "core/diagnostics.hpp"
 #include "hardware/collectives.hpp"
 #include "hardware/nccl_tuning.hpp"
 #include "models/operators.hpp"
-#include "serving/amoe/amoe_engine.hpp"
+#include "serving/amoe/layer_queues.hpp"
+#include "serving/engine.hpp"
 #include "serving/amoe/layer_scheduler.hpp"
 #include "serving/amoe/micro_batches.hpp"
 #include "sim/network_backend.hpp"
@@ -44,25 +48,30 @@ std::string scenario(const std::string& routing = "{kind: uniform}", const std::
          "policy: [{name: amoe, attention_gpus: 2, scheduler: " + scheduler + "}]\n" + extra;
 }
 
+/// A serving engine in layer-queue mode on the scenario's first policy, run to the end.
 struct AmoeRun {
   Scenario s;
   std::unique_ptr<Cluster> cluster;
   std::unique_ptr<ComputeCostModel> cost;
   std::unique_ptr<RoutingModel> routing;
-  AmoeDeployment d;
-  std::unique_ptr<AmoeEngine> engine;
+  LayerQueueDeployment d;
+  std::vector<ServingPool> pools;  ///< none: the split has no pools
+  std::unique_ptr<ServingEngine> engine;
+  const LayerQueueRuntime& queues() const { return *engine->layer_queues(); }
 };
 
 AmoeRun make_run(const std::string& text, std::vector<RequestSpec> requests = {},
-                 const std::vector<std::string>& sets = {}) {
-  AmoeRun r{load_scenario_text(text, "amoe.yaml", sets), nullptr, nullptr, nullptr, {}, nullptr};
+                 const std::vector<std::string>& sets = {}, std::uint64_t seed = 0) {
+  AmoeRun r{load_scenario_text(text, "amoe.yaml", sets), nullptr, nullptr, nullptr, {}, {}, nullptr};
   r.cluster = std::make_unique<Cluster>(r.s.hardware);
   r.cost = std::make_unique<ComputeCostModel>(ComputeCostModel::for_cluster(r.s.hardware));
   r.routing = make_routing(r.s);
-  r.d = amoe_deployment(r.s, r.s.policies.front());
+  r.d = layer_queue_deployment(r.s, r.s.policies.front());
   if (requests.empty()) requests = generate_requests(r.s.serving_workload, r.s.seed);
-  r.engine = std::make_unique<AmoeEngine>(r.s.model, *r.cluster, *r.cost, *r.routing, r.d.config, r.s.serving,
-                                          r.s.serving_workload.arrival, r.d.kv_blocks, r.s.seed, std::move(requests));
+  ServingSetup setup = serving_setup(r.s, *r.cluster, *r.cost, *r.routing);
+  if (seed != 0) setup.seed = seed;
+  setup.layer_queues = &r.d;
+  r.engine = std::make_unique<ServingEngine>(setup, r.pools, std::move(requests));
   r.engine->run();
   return r;
 }
@@ -95,15 +104,12 @@ TEST(AmoeLayerScheduler, MtfsFlfsAndDefragOnHandComputedQueues) {
 // over NVLink, then the bytes at LL's rate), a decision, the expert, and the message home.
 // Top-1, so the token pool waits for one output.
 TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
-  Scenario s = load_scenario_text(scenario(), "amoe.yaml", {"model.top_k=1"});
-  const Cluster cluster(s.hardware);
-  const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
-  const auto routing = make_routing(s);
-  const AmoeDeployment d = amoe_deployment(s, s.policies.front());
-  AmoeEngine engine(s.model, cluster, cost, *routing, d.config, s.serving, s.serving_workload.arrival, d.kv_blocks, 1,
-                    {RequestSpec{0, 0, 1, 1}});
-  engine.run();
-  const Request& req = engine.requests().front();
+  const AmoeRun run = make_run(scenario(), {RequestSpec{0, 0, 1, 1}}, {"model.top_k=1"}, 1);
+  const Scenario& s = run.s;
+  const Cluster& cluster = *run.cluster;
+  const ComputeCostModel& cost = *run.cost;
+  const LayerQueueDeployment& d = run.d;
+  const Request& req = run.engine->requests().front();
   // The expected time: every expert GPU is one NVLink hop from every attention GPU in this preset.
   Simulator sim;
   auto net = make_network("flow", sim);
@@ -132,8 +138,9 @@ TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
     expected += decide + cost.ops_time(attn) + message + decide + cost.ops_time(expert_ops(s.model, {1})) + message;
   }
   EXPECT_EQ(req.first_token, req.finished);
+  // 4 ticks: the executor carries a message's wire scale in single precision.
   EXPECT_NEAR(static_cast<double>(req.finished), static_cast<double>(expected), 4.0) << "ticks";
-  EXPECT_EQ(engine.executions(), 2 * s.model.layers);
+  EXPECT_EQ(run.queues().executions(), 2 * s.model.layers);
 }
 
 // Every request's tokens pass every block's attention once per iteration (its prompt, then one
@@ -151,8 +158,8 @@ TEST(AmoeEngine, TokensAreConservedThroughQueuesAndTokenPool) {
       EXPECT_EQ(static_cast<std::int64_t>(q.itl_ms.size()), q.spec.output_tokens - 1);
     }
     for (int b = 0; b < r.s.model.layers; ++b) {
-      EXPECT_EQ(r.engine->attention_tokens()[static_cast<std::size_t>(b)], per_block) << b;
-      const auto& ex = r.engine->expert_arrivals()[static_cast<std::size_t>(b)];
+      EXPECT_EQ(r.queues().attention_tokens()[static_cast<std::size_t>(b)], per_block) << b;
+      const auto& ex = r.queues().expert_arrivals()[static_cast<std::size_t>(b)];
       EXPECT_EQ(std::accumulate(ex.begin(), ex.end(), std::int64_t{0}), per_block * r.s.model.top_k) << b;
     }
   }
@@ -217,8 +224,8 @@ TEST(AmoeEngine, SchedulersRunAndResultsAreDeterministic) {
     const std::string text = scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}");
     Scenario s = load_scenario_text(text, "amoe.yaml", {"policy.0.scheduler=" + sched});
     std::string csv1, csv2;
-    const auto a = run_amoe_serving(s, s.policies.front(), csv1);
-    const auto b = run_amoe_serving(s, s.policies.front(), csv2);
+    const auto a = run_serving(s, s.policies.front(), s.predictors.front(), "", csv1);
+    const auto b = run_serving(s, s.policies.front(), s.predictors.front(), "", csv2);
     EXPECT_EQ(a.dump(), b.dump()) << sched;
     EXPECT_EQ(csv1, csv2) << sched;
     EXPECT_GT(a["metrics"]["throughput_tokens_per_s"].get<double>(), 0.0) << sched;
@@ -229,7 +236,7 @@ TEST(AmoeScenario, BadDeploymentsAreErrorsAtThePolicyEntry) {
   auto error_of = [](const std::string& text, const std::vector<std::string>& sets = {}) -> std::string {
     try {
       Scenario s = load_scenario_text(text, "amoe.yaml", sets);
-      for (const auto& e : s.policies) amoe_deployment(s, e);
+      for (const auto& e : s.policies) layer_queue_deployment(s, e);
     } catch (const InputError& e) {
       return e.diagnostics().front().to_string();
     }
@@ -282,7 +289,7 @@ TEST(AmoeServing, DefragAndTheBaselineAgreeAtLowLoad) {
   const Scenario s = small_serving(5);
   std::string csv;
   const auto base = run_serving(s, s.policies[0], s.predictors.front(), "", csv);
-  const auto amoe = run_amoe_serving(s, s.policies[1], csv);
+  const auto amoe = run_serving(s, s.policies[1], s.predictors.front(), "", csv);
   EXPECT_NEAR(metric(amoe, "throughput_tokens_per_s") / metric(base, "throughput_tokens_per_s"), 1.0, 0.10);
   EXPECT_NEAR(metric(amoe, "request_rate_per_s") / metric(base, "request_rate_per_s"), 1.0, 0.10);
 }
@@ -293,8 +300,8 @@ TEST(AmoeServing, DefragAndTheBaselineAgreeAtLowLoad) {
 TEST(AmoeServing, FlfsLivelocksUnderContinuousArrivals) {
   const Scenario s = small_serving(400);
   std::string csv;
-  const auto defrag = run_amoe_serving(s, s.policies[1], csv);
-  const auto flfs = run_amoe_serving(s, s.policies[2], csv);
+  const auto defrag = run_serving(s, s.policies[1], s.predictors.front(), "", csv);
+  const auto flfs = run_serving(s, s.policies[2], s.predictors.front(), "", csv);
   // Both fall behind 400 requests/s, so neither is steady and their rates are taken to the last
   // completion (issue 30), after arrivals stop and FLFS drains quickly. The livelock is in what
   // they complete while requests keep arriving: the window's served fraction.
@@ -304,6 +311,74 @@ TEST(AmoeServing, FlfsLivelocksUnderContinuousArrivals) {
   EXPECT_GT(served(defrag), 0.1);  // over 40 of each 400 arriving per second
   EXPECT_LT(served(flfs), 0.1 * served(defrag));
   std::printf("served while arriving: defrag %.3f, flfs %.4f\n", served(defrag), served(flfs));
+}
+
+}  // namespace moesim
+
+namespace moesim {
+namespace {
+
+/// The keys of a JSON object and of every object inside it ("steps.count", ...), arrays' insides left out.
+void key_paths(const nlohmann::json& j, const std::string& prefix, std::set<std::string>& out) {
+  if (!j.is_object()) return;
+  for (const auto& [k, v] : j.items()) {
+    out.insert(prefix + k);
+    key_paths(v, prefix + k + ".", out);
+  }
+}
+
+}  // namespace
+
+// Issue 29: one serving engine, whose every mode reports the same metrics, nested keys included:
+// colocated and disaggregated steps, AMoE's asynchronous layer queues and ping-pong. The
+// layer-queue modes measure what the stepped ones do: bytes on the wire, all-to-all time (per
+// message), routing skew, and their executions as steps; and they write a Chrome trace.
+TEST(ServingModes, EveryModeReportsTheSameMetricSet) {
+  const std::string text = scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}") +
+                           "output: {trace: true}\n";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> modes = {
+      {"colocated", {"policy=static-ep"}},
+      {"disaggregated", {"policy=static-ep", "deployment.prefill_gpus=2", "deployment.decode_gpus=2"}},
+      {"layer queues", {}},
+      {"ping-pong", {"policy.0.micro_batches=2"}}};
+  const std::string dir = ::testing::TempDir() + "/moesim-modes";
+  std::filesystem::create_directories(dir);
+  std::set<std::string> first;
+  for (const auto& [mode, sets] : modes) {
+    const Scenario s = load_scenario_text(text, "modes.yaml", sets);
+    std::string csv;
+    const nlohmann::json run = run_serving(s, s.policies.front(), s.predictors.front(), dir, csv);
+    std::set<std::string> keys;
+    key_paths(run["metrics"], "", keys);
+    if (first.empty()) first = keys;
+    EXPECT_EQ(keys, first) << mode;
+    const nlohmann::json& m = run["metrics"];
+    EXPECT_GT(m["bytes"]["intra_node"].get<double>(), 0.0) << mode;
+    EXPECT_GT(m["alltoall_ms"].get<double>(), 0.0) << mode;
+    EXPECT_GT(m["load"]["skewness"].get<double>(), 0.0) << mode;
+    EXPECT_GT(m["steps"]["count"].get<std::int64_t>(), 0) << mode;
+    EXPECT_GT(m["steps"]["prefill_tokens"].get<std::int64_t>(), 0) << mode;
+    EXPECT_GT(m["gpu_time_breakdown"]["mean_fraction"]["communication"].get<double>(), 0.0) << mode;
+    ASSERT_TRUE(run.contains("trace")) << mode;
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / run["trace"].get<std::string>())) << mode;
+  }
+}
+
+// In layer-queue mode the tokens entering block 0 are every request's prompt once and each
+// further output token once: the steps' prefill and decode tokens count exactly those.
+TEST(ServingModes, LayerQueueStepsCountTheTokensEnteringTheModel) {
+  const Scenario s = load_scenario_text(scenario(), "amoe.yaml");
+  std::string csv;
+  const nlohmann::json run = run_serving(s, s.policies.front(), s.predictors.front(), "", csv);
+  std::int64_t prompts = 0, decodes = 0;
+  for (const RequestSpec& r : generate_requests(s.serving_workload, s.seed)) {
+    prompts += r.prompt_tokens;
+    decodes += r.output_tokens - 1;
+  }
+  EXPECT_EQ(run["metrics"]["steps"]["prefill_tokens"].get<std::int64_t>(), prompts);
+  EXPECT_EQ(run["metrics"]["steps"]["decode_tokens"].get<std::int64_t>(), decodes);
+  EXPECT_EQ(run["metrics"]["pools"].size(), 2u);
+  EXPECT_EQ(run["metrics"]["pools"][0]["gpus"].get<int>(), 2);
 }
 
 }  // namespace moesim

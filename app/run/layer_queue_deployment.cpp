@@ -1,22 +1,19 @@
-#include "app/run/serving_amoe.hpp"
+#include "app/run/layer_queue_deployment.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
-#include "app/run/run_context.hpp"
-#include "app/run/serving_metrics.hpp"
 #include "core/diagnostics.hpp"
 #include "models/operators.hpp"
 #include "policies/memory.hpp"
 
 namespace moesim {
 
-AmoeDeployment amoe_deployment(const Scenario& s, const PluginEntry& entry) {
+LayerQueueDeployment layer_queue_deployment(const Scenario& s, const PluginEntry& entry) {
   const ModelSpec& m = s.model;
   const int G = s.hardware.num_gpus();
   auto fail = [&](const std::string& why) { throw InputError(entry.where, "policy '" + entry.label + "': " + why); };
-  AmoeDeployment d;
+  LayerQueueDeployment d;
   AmoeConfig& c = d.config;
   const std::int64_t a = entry.params.get_int("attention_gpus");
   c.attention_gpus = a == 0 ? G / 2 : static_cast<int>(std::min<std::int64_t>(a, G));
@@ -54,41 +51,6 @@ AmoeDeployment amoe_deployment(const Scenario& s, const PluginEntry& entry) {
          " of weights, but the longest request needs " + std::to_string(need));
   d.kv_blocks.assign(static_cast<std::size_t>(c.attention_gpus), blocks);
   return d;
-}
-
-nlohmann::json run_amoe_serving(const Scenario& s, const PluginEntry& policy, std::string& requests_csv,
-                                const ServingProgress& progress) {
-  (void)progress;
-  const Cluster cluster(s.hardware);
-  const ComputeCostModel cost = ComputeCostModel::for_cluster(s.hardware);
-  const auto routing = make_routing(s);
-  const AmoeDeployment d = amoe_deployment(s, policy);
-  AmoeEngine engine(s.model, cluster, cost, *routing, d.config, s.serving, s.serving_workload.arrival, d.kv_blocks,
-                    s.seed, generate_requests(s.serving_workload, s.seed));
-  engine.run();
-  ServingMetrics metrics(cluster, s.serving_workload.warmup_requests);
-  for (int g = 0; g < cluster.num_gpus(); ++g)
-    metrics.add_gpu_busy(g, engine.gpu_busy()[static_cast<std::size_t>(g)].compute,
-                         engine.gpu_busy()[static_cast<std::size_t>(g)].scheduling);
-  nlohmann::json run;
-  run["policy"] = policy.name;
-  run["label"] = policy.label;
-  run["predictor"] = "none";
-  run["predictor_label"] = "none";
-  run["metrics"] = metrics.summary(engine, s.serving);
-  run["metrics"]["events"] = engine.events();
-  add_steady_state_warning(run);
-  run["metrics"]["amoe"] = {{"attention_gpus", d.config.attention_gpus},
-                            {"executions", engine.executions()},
-                            {"mean_execution_tokens", engine.executions() > 0 ? static_cast<double>(engine.executed_tokens()) /
-                                                                                    static_cast<double>(engine.executions())
-                                                                              : 0.0},
-                            {"kv_blocks_per_attention_gpu", d.kv_blocks.front()}};
-  check_metric_set(run["metrics"], "amoe");
-  std::ostringstream csv;
-  write_requests_csv(csv, policy.label, engine.requests(), s.serving_workload.warmup_requests);
-  requests_csv += csv.str();
-  return run;
 }
 
 }  // namespace moesim
