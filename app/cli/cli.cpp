@@ -28,8 +28,6 @@ namespace moesim {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 /// Rejects NaN, infinities (which CLI11's range checks let through) and anything but a decimal
 /// number (std::stod and CLI11 read 0x10 as 16).
 const CLI::Validator finite_number(
@@ -41,6 +39,8 @@ const CLI::Validator finite_number(
       return std::isfinite(x) ? std::string() : "must be a finite number, got " + v;
     },
     "FINITE");
+
+namespace {
 
 /// A serving run's progress on stderr (simulated time, requests finished), redrawn at most every
 /// `serving.progress_interval_s` of wall time; only when stderr is a terminal and the run is not quiet.
@@ -146,68 +146,9 @@ int run_cli(int argc, char** argv) {
                       "repeatable; default: the latency and throughput metrics present)");
   compare->add_flag("--csv", compare_options.csv, "CSV, one row per run: each metric and its ratio to the first run");
 
-  std::string what;
-  auto* list = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors, serving engines");
-  list->add_option("what", what, "models | hardware | policies | routing | predictors | engines (default: all)")
-      ->check(CLI::IsMember({"models", "hardware", "policies", "routing", "predictors", "engines"}));
-  bool markdown = false;
-  list->add_flag("--markdown", markdown,
-                 "the full reference as Markdown: every scenario section's keys (type, default, unit, range, help) "
-                 "and every registry (docs/reference.md is this output)");
-  auto* schema = app.add_subcommand("schema", "print the JSON Schema of scenario files (scenarios/moesim.schema.json)");
-
-  auto* cost = app.add_subcommand("cost", "print what the cost model predicts for one operation");
-  cost->require_subcommand(1);
-  std::string gpu, dtype = "bf16", hardware;
-  long long m = 0, n = 0, k = 0;
-  int gpus = 0, nodes = 0;
-  double bytes = 0;
-  bool json = false, explain = false;
-  std::string calibration_file;
-  std::string network_model = "flow";
-  auto* gemm = cost->add_subcommand("gemm", "time of C[m,n] = A[m,k]·B[k,n] on one GPU");
-  gemm->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
-  gemm->add_option("--gpu", gpu, "GPU preset, or a hardware preset meaning its GPU")->required();
-  gemm->add_option("--m", m, "rows")->required()->check(CLI::PositiveNumber);
-  gemm->add_option("--n", n, "columns")->required()->check(CLI::PositiveNumber);
-  gemm->add_option("--k", k, "inner dimension")->required()->check(CLI::PositiveNumber);
-  gemm->add_option("--dtype", dtype, "fp32 | fp16 | bf16 | fp8")->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
-  gemm->add_flag("--json", json, "machine-readable output");
-  gemm->add_flag("--explain", explain, "how the time arises: tiles, k loop, efficiency, compute vs memory bound");
-  std::vector<CLI::App*> collectives;
-  for (const char* name : {"allreduce", "allgather", "alltoall", "sendrecv"}) {
-    auto* c = cost->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster");
-    c->add_option("--hardware", hardware, "hardware preset")->required();
-    c->add_option("--nodes", nodes, "nodes of the preset (default: the preset's)")->check(CLI::PositiveNumber);
-    c->add_option("--gpus", gpus, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
-    c->add_option("--bytes", bytes, "bytes per GPU buffer")->required()->check(finite_number)->check(CLI::NonNegativeNumber);
-    c->add_flag("--json", json, "machine-readable output");
-    c->add_flag("--explain", explain,
-                "how the time arises: algorithm, protocol, channels, bottleneck link, efficiency, launch");
-    c->add_option("--calibration", calibration_file, "hardware profile from `moesim calibrate fit`");
-    c->add_option("--network-model", network_model, "network backend timing the flows (default: flow)")
-        ->check(CLI::IsMember({"flow", "analytic"}));
-    collectives.push_back(c);
-  }
-  const DeepEpCostCommand ep_cost(*cost);
-
-  auto* calibrate = app.add_subcommand("calibrate", "fit a hardware profile to measurements; report its accuracy");
-  calibrate->require_subcommand(1);
-  std::vector<std::string> measurement_files;
-  std::string base, profile_out;
-  double holdout = 0.2;
-  auto* fit = calibrate->add_subcommand("fit", "fit cost models to measurements and write a hardware profile");
-  fit->add_option("measurements", measurement_files,
-                  "moesim-calibrate JSON, nccl-tests output, vidur or LLMCompass CSVs")->required();
-  fit->add_option("--base", base, "hardware preset the measurements were taken on")->required();
-  fit->add_option("--out", profile_out, "profile to write (YAML)")->required();
-  fit->add_option("--holdout", holdout, "fraction of samples kept out of the fit for `report`")
-      ->check(finite_number)->check(CLI::Range(0.0, 0.5));
-  std::string profile_in;
-  auto* report = calibrate->add_subcommand("report", "error of the profile and of its base preset per op class");
-  report->add_option("profile", profile_in, "profile from `moesim calibrate fit`")->required();
-  report->add_option("measurements", measurement_files, "measurement files")->required();
-  report->add_flag("--json", json, "machine-readable output");
+  const ListCommand list(app);
+  const CostCommand cost(app);
+  const CalibrateCommand calibrate(app);
 
   try {
     app.parse(argc, argv);
@@ -223,18 +164,13 @@ int run_cli(int argc, char** argv) {
     if (sweep.parsed()) return sweep.run();
     if (plan.parsed()) return plan.run();
     if (guideline.parsed()) return guideline.run();
-    if (list->parsed()) return markdown ? cli_list_markdown(what.c_str()) : cli_list(what.c_str());
-    if (schema->parsed()) return cli_schema();
+    if (list.parsed()) return list.run();
     if (compare->parsed()) {
       compare_results(compare_options, std::cout);
       return 0;
     }
-    if (gemm->parsed()) return cli_cost_gemm(gpu, m, n, k, dtype, calibration_file, json, explain);
-    if (ep_cost.parsed()) return ep_cost.run();
-    for (auto* c : collectives)
-      if (c->parsed()) return cli_cost_collective(c->get_name(), hardware, nodes, gpus, bytes, calibration_file, network_model, json, explain);
-    if (fit->parsed()) return cli_calibrate_fit(measurement_files, base, profile_out, holdout);
-    if (report->parsed()) return cli_calibrate_report(profile_in, measurement_files, json);
+    if (cost.parsed()) return cost.run();
+    if (calibrate.parsed()) return calibrate.run();
   } catch (const InputError& e) {
     for (const auto& d : e.diagnostics()) std::cerr << d.to_string() << "\n";
     return 2;

@@ -3,6 +3,7 @@
 // (every problem printed as file:line:col: error: ...), 1 internal error.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,16 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace moesim {
 
 int run_cli(int argc, char** argv);
+
+/// Rejects NaN, infinities (which CLI11's range checks let through) and anything but a decimal
+/// number (std::stod and CLI11 read 0x10 as 16).
+extern const CLI::Validator finite_number;
 
 /// Subcommands implemented in their own files. `calibration` is a profile path or empty.
 int cli_list(const char* what);
@@ -104,6 +110,56 @@ class DeepEpCostCommand {
   std::string kernel_ = "deepep-normal", hardware_, dtype_ = "fp8", ll_nvlink_ = "on";
   int nodes_ = 0;
   double nvlink_GBps_ = 0;
+  bool json_ = false;
+};
+
+/// `moesim list` and `moesim schema` (cli_list.cpp): registers both on construction.
+class ListCommand {
+ public:
+  explicit ListCommand(CLI::App& app);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* list_ = nullptr;
+  CLI::App* schema_ = nullptr;
+  std::string what_;
+  bool markdown_ = false;
+};
+
+/// `moesim cost gemm|allreduce|allgather|alltoall|sendrecv|dispatch|combine` (cli_cost.cpp, and
+/// cli_cost_deepep.cpp for DeepEP's two): registers them on construction.
+class CostCommand {
+ public:
+  explicit CostCommand(CLI::App& app);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* cost_ = nullptr;
+  CLI::App* gemm_ = nullptr;
+  std::vector<CLI::App*> collectives_;
+  std::unique_ptr<DeepEpCostCommand> deepep_;
+  std::string gpu_, dtype_ = "bf16", hardware_, calibration_, network_model_ = "flow";
+  long long m_ = 0, n_ = 0, k_ = 0;
+  int gpus_ = 0, nodes_ = 0;
+  double bytes_ = 0;
+  bool json_ = false, explain_ = false;
+};
+
+/// `moesim calibrate fit|report` (cli_calibrate.cpp): registers both on construction.
+class CalibrateCommand {
+ public:
+  explicit CalibrateCommand(CLI::App& app);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* fit_ = nullptr;
+  CLI::App* report_ = nullptr;
+  std::vector<std::string> measurements_;
+  std::string base_, profile_out_, profile_in_;
+  double holdout_ = 0.2;
   bool json_ = false;
 };
 

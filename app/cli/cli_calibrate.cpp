@@ -7,6 +7,8 @@
 #include <iostream>
 
 #include "app/cli/cli.hpp"
+
+#include <CLI/CLI.hpp>
 #include "calibrate/profile.hpp"
 #include "calibrate/report.hpp"
 #include "hardware/cluster.hpp"
@@ -119,6 +121,29 @@ int cli_calibrate_report(const std::string& profile_path, const std::vector<std:
   if (json) std::cout << report.dump(2) << "\n";
   else calibration::print_report(std::cout, report);
   return 0;
+}
+
+CalibrateCommand::CalibrateCommand(CLI::App& app) {
+  auto* calibrate = app.add_subcommand("calibrate", "fit a hardware profile to measurements; report its accuracy");
+  calibrate->require_subcommand(1);
+  fit_ = calibrate->add_subcommand("fit", "fit cost models to measurements and write a hardware profile");
+  fit_->add_option("measurements", measurements_, "moesim-calibrate JSON, nccl-tests output, vidur or LLMCompass CSVs")
+      ->required();
+  fit_->add_option("--base", base_, "hardware preset the measurements were taken on")->required();
+  fit_->add_option("--out", profile_out_, "profile to write (YAML)")->required();
+  fit_->add_option("--holdout", holdout_, "fraction of samples kept out of the fit for `report`")
+      ->check(finite_number)->check(CLI::Range(0.0, 0.5));
+  report_ = calibrate->add_subcommand("report", "error of the profile and of its base preset per op class");
+  report_->add_option("profile", profile_in_, "profile from `moesim calibrate fit`")->required();
+  report_->add_option("measurements", measurements_, "measurement files")->required();
+  report_->add_flag("--json", json_, "machine-readable output");
+}
+
+bool CalibrateCommand::parsed() const { return fit_->parsed() || report_->parsed(); }
+
+int CalibrateCommand::run() const {
+  if (fit_->parsed()) return cli_calibrate_fit(measurements_, base_, profile_out_, holdout_);
+  return cli_calibrate_report(profile_in_, measurements_, json_);
 }
 
 }  // namespace moesim

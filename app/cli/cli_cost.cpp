@@ -3,6 +3,7 @@
 #include <iostream>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include <CLI/CLI.hpp>
 
 #include "app/cli/cli.hpp"
 #include "hardware/collective_explain.hpp"
@@ -278,6 +279,47 @@ int cli_cost_collective(const std::string& kind_name, const std::string& hardwar
       print_collective_explanation(explain_collective(cluster, kind, gpus, bytes));
     }
   }
+  return 0;
+}
+
+CostCommand::CostCommand(CLI::App& app) {
+  cost_ = app.add_subcommand("cost", "print what the cost model predicts for one operation");
+  cost_->require_subcommand(1);
+  gemm_ = cost_->add_subcommand("gemm", "time of C[m,n] = A[m,k]·B[k,n] on one GPU");
+  gemm_->add_option("--calibration", calibration_, "hardware profile from `moesim calibrate fit`");
+  gemm_->add_option("--gpu", gpu_, "GPU preset, or a hardware preset meaning its GPU")->required();
+  gemm_->add_option("--m", m_, "rows")->required()->check(CLI::PositiveNumber);
+  gemm_->add_option("--n", n_, "columns")->required()->check(CLI::PositiveNumber);
+  gemm_->add_option("--k", k_, "inner dimension")->required()->check(CLI::PositiveNumber);
+  gemm_->add_option("--dtype", dtype_, "fp32 | fp16 | bf16 | fp8")->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
+  gemm_->add_flag("--json", json_, "machine-readable output");
+  gemm_->add_flag("--explain", explain_, "how the time arises: tiles, k loop, efficiency, compute vs memory bound");
+  for (const char* name : {"allreduce", "allgather", "alltoall", "sendrecv"}) {
+    auto* c = cost_->add_subcommand(name, std::string("time of one ") + name + " on an idle cluster");
+    c->add_option("--hardware", hardware_, "hardware preset")->required();
+    c->add_option("--nodes", nodes_, "nodes of the preset (default: the preset's)")->check(CLI::PositiveNumber);
+    c->add_option("--gpus", gpus_, "participating GPUs (0..G-1; sendrecv: GPU 0 to GPU G-1)")->required()->check(CLI::PositiveNumber);
+    c->add_option("--bytes", bytes_, "bytes per GPU buffer")->required()->check(finite_number)->check(CLI::NonNegativeNumber);
+    c->add_flag("--json", json_, "machine-readable output");
+    c->add_flag("--explain", explain_,
+                "how the time arises: algorithm, protocol, channels, bottleneck link, efficiency, launch");
+    c->add_option("--calibration", calibration_, "hardware profile from `moesim calibrate fit`");
+    c->add_option("--network-model", network_model_, "network backend timing the flows (default: flow)")
+        ->check(CLI::IsMember({"flow", "analytic"}));
+    collectives_.push_back(c);
+  }
+  deepep_ = std::make_unique<DeepEpCostCommand>(*cost_);
+}
+
+bool CostCommand::parsed() const { return cost_->parsed(); }
+
+int CostCommand::run() const {
+  if (gemm_->parsed()) return cli_cost_gemm(gpu_, m_, n_, k_, dtype_, calibration_, json_, explain_);
+  if (deepep_->parsed()) return deepep_->run();
+  for (auto* c : collectives_)
+    if (c->parsed())
+      return cli_cost_collective(c->get_name(), hardware_, nodes_, gpus_, bytes_, calibration_, network_model_, json_,
+                                 explain_);
   return 0;
 }
 

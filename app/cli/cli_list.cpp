@@ -4,6 +4,8 @@
 #include <string>
 
 #include "app/cli/cli.hpp"
+
+#include <CLI/CLI.hpp>
 #include "app/scenario/scenario_reference.hpp"
 #include "hardware/cluster.hpp"
 #include "models/model_spec.hpp"
@@ -82,6 +84,23 @@ int cli_list_markdown(const char* what) {
 int cli_schema() {
   std::cout << scenario_schema_json();
   return 0;
+}
+
+ListCommand::ListCommand(CLI::App& app) {
+  list_ = app.add_subcommand("list", "list registered models, hardware, policies, routing models, predictors, serving engines");
+  list_->add_option("what", what_, "models | hardware | policies | routing | predictors | engines (default: all)")
+      ->check(CLI::IsMember({"models", "hardware", "policies", "routing", "predictors", "engines"}));
+  list_->add_flag("--markdown", markdown_,
+                  "the full reference as Markdown: every scenario section's keys (type, default, unit, range, help) "
+                  "and every registry (docs/reference.md is this output)");
+  schema_ = app.add_subcommand("schema", "print the JSON Schema of scenario files (scenarios/moesim.schema.json)");
+}
+
+bool ListCommand::parsed() const { return list_->parsed() || schema_->parsed(); }
+
+int ListCommand::run() const {
+  if (schema_->parsed()) return cli_schema();
+  return markdown_ ? cli_list_markdown(what_.c_str()) : cli_list(what_.c_str());
 }
 
 }  // namespace moesim

@@ -152,7 +152,7 @@ void ServingMetrics::add_message(const TaskGraph& graph, const std::vector<TaskT
   if (last >= first) alltoall_ms_.push_back(ticks_to_ms(last - first));
 }
 
-nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
+nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
   std::vector<double> ttft, itl, tpot, e2e, queue;
   std::int64_t measured = 0, within_slo = 0;
   std::size_t gaps = 0;
@@ -231,7 +231,10 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
   // when the batch empties, so it falls below the rate the deployment sustains.
   m["benchmark_throughput_tokens_per_s"] =
       w.last_finish > w.start ? static_cast<double>(w.measured_output_tokens) / seconds(w.last_finish - w.start) : 0.0;
+  return m;
+}
 
+void ServingMetrics::add_execution_summary(nlohmann::json& m, const ServingOutcome& engine) const {
   // Per GPU, over the whole run (warm-up included): busy is computing or copying.
   const Tick makespan = engine.now();
   std::vector<GpuTime> per_gpu = gpu_time_;
@@ -264,6 +267,11 @@ nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const Sched
                 {"prefill_tokens", prefill_tokens_},
                 {"decode_tokens", decode_tokens_}};
   m["makespan_ms"] = ticks_to_ms(makespan);
+}
+
+nlohmann::json ServingMetrics::summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
+  nlohmann::json m = request_summary(engine, config);
+  add_execution_summary(m, engine);
   return m;
 }
 

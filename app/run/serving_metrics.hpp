@@ -82,6 +82,12 @@ class ServingMetrics {
   nlohmann::json summary(const ServingOutcome& engine, const SchedulerConfig& config) const;
 
  private:
+  /// Per request (latencies, the measurement window, throughput, SLOs), per MoE layer (latency,
+  /// all-to-all), preemptions and KV-cache use.
+  nlohmann::json request_summary(const ServingOutcome& engine, const SchedulerConfig& config) const;
+  /// What the executed work adds: GPU time, bytes, load, dropped tokens, steps, makespan.
+  void add_execution_summary(nlohmann::json& m, const ServingOutcome& engine) const;
+
   const Cluster& cluster_;
   std::int64_t warmup_;
   std::vector<GpuTime> gpu_time_;  ///< per GPU, summed over its pool's steps
