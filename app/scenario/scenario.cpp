@@ -284,7 +284,8 @@ void check_capabilities(const Scenario& s, bool serving, Diagnostics& diags) {
       for (const PluginEntry& p : s.predictors)
         if (p.name != "none") diags.error(p.where, policy + " uses no expert-load predictor: use predictor: none");
     if (!can.stepped && serving && s.serving.layer_sampling > 1)
-      diags.error(e.where, policy + " runs every layer on its own engine: serving.layer_sampling must be 1");
+      diags.error(e.where, policy + " runs in the serving engine's layer-queue mode, which executes every layer: "
+                                    "serving.layer_sampling must be 1");
   }
 }
 

@@ -5,7 +5,7 @@
 // token of m it holds is back, an expert GPU runs it once every attention GPU's dispatch of (b, m)
 // has arrived (the all-to-all's barrier) — while the other micro-batches fill the other pool. New
 // requests join at the next iteration. This class is the barrier bookkeeping; the engine
-// (amoe_engine.cpp) moves the tokens.
+// (layer_queues.cpp) moves the tokens.
 #include <cstdint>
 #include <vector>
 

@@ -140,7 +140,7 @@ std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   return n;
 }
 
-// Every policy that plans synchronous steps (AMoE runs on its own engine: tests/serving/test_amoe.cpp).
+// Every policy that plans synchronous steps (AMoE runs in the layer-queue mode: tests/serving/test_amoe.cpp).
 std::vector<std::string> step_planning_policies() {
   std::vector<std::string> out;
   for (const std::string& name : policies().names())

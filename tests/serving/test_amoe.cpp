@@ -103,7 +103,7 @@ TEST(AmoeLayerScheduler, MtfsFlfsAndDefragOnHandComputedQueues) {
 // attention and router, the message to its expert's GPU (one NCCL send: LL's latency, 6.6 + 0.6 us
 // over NVLink, then the bytes at LL's rate), a decision, the expert, and the message home.
 // Top-1, so the token pool waits for one output.
-TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
+TEST(AmoeLayerQueues, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
   const AmoeRun run = make_run(scenario(), {RequestSpec{0, 0, 1, 1}}, {"model.top_k=1"}, 1);
   const Scenario& s = run.s;
   const Cluster& cluster = *run.cluster;
@@ -145,7 +145,7 @@ TEST(AmoeEngine, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
 
 // Every request's tokens pass every block's attention once per iteration (its prompt, then one
 // token per further output), and each of them reaches exactly top-k experts per block.
-TEST(AmoeEngine, TokensAreConservedThroughQueuesAndTokenPool) {
+TEST(AmoeLayerQueues, TokensAreConservedThroughQueuesAndTokenPool) {
   for (const std::string sched : {"defrag", "mtfs", "flfs", "pingpong-1", "pingpong-2", "pingpong-3"}) {
     const bool pp = sched.rfind("pingpong", 0) == 0;
     AmoeRun r = make_run(scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}", "", pp ? "defrag" : sched), {},
@@ -208,7 +208,7 @@ TEST(AmoeMicroBatches, OneRequestAloneTakesTheSameTimeAsAsynchronous) {
 // AMoE's load balancer (§3.1) binds a new request to the attention GPU with the most free KV
 // blocks; `fewest-requests` counts requests instead. A long request on GPU 0 sends the next two
 // short ones to GPU 1 by free blocks, but alternates them by request count.
-TEST(AmoeEngine, AttentionPlacementOptions) {
+TEST(AmoeLayerQueues, AttentionPlacementOptions) {
   const std::vector<RequestSpec> three = {RequestSpec{0, 0, 1000, 100}, RequestSpec{1, 0, 20, 5}, RequestSpec{2, 0, 20, 5}};
   const AmoeRun kv = make_run(scenario(), three);
   EXPECT_EQ(kv.engine->requests()[1].rank, 1);
@@ -219,7 +219,7 @@ TEST(AmoeEngine, AttentionPlacementOptions) {
   EXPECT_EQ(count.engine->requests()[2].rank, 0);
 }
 
-TEST(AmoeEngine, SchedulersRunAndResultsAreDeterministic) {
+TEST(AmoeLayerQueues, SchedulersRunAndResultsAreDeterministic) {
   for (const std::string sched : {"defrag", "mtfs", "flfs"}) {
     const std::string text = scenario("{kind: skewed, alpha: 0.6, hot_experts: 1}");
     Scenario s = load_scenario_text(text, "amoe.yaml", {"policy.0.scheduler=" + sched});
