@@ -83,6 +83,7 @@ YAML::Node HardwareCalibration::to_yaml() const {
     if (memory_efficiency) c["memory"] = *memory_efficiency;
     out["compute"] = c;
   }
+  if (host_speed) out["host"]["speed"] = *host_speed;
   YAML::Node g(YAML::NodeType::Sequence);
   for (const auto& [key, curve] : gemm) {
     YAML::Node e(YAML::NodeType::Map);
@@ -130,6 +131,8 @@ HardwareCalibration HardwareCalibration::from_yaml(const YAML::Node& node) {
     if (c["gemm_peak"]) h.gemm_peak = c["gemm_peak"].as<double>();
     if (c["memory"]) h.memory_efficiency = c["memory"].as<double>();
   }
+  if (const auto host = node["host"])
+    if (host["speed"]) h.host_speed = host["speed"].as<double>();
   if (const auto g = node["gemm"]) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       const std::string what = "gemm[" + std::to_string(i) + "]";
@@ -174,6 +177,8 @@ std::string implausible(const HardwareCalibration& h) {
   };
   if (h.gemm_peak && !efficiency_ok(*h.gemm_peak)) return "gemm_peak must be in (0, 2]";
   if (h.memory_efficiency && !efficiency_ok(*h.memory_efficiency)) return "memory_efficiency must be in (0, 2]";
+  if (h.host_speed && !(std::isfinite(*h.host_speed) && *h.host_speed >= 1e-3 && *h.host_speed <= 1e3))
+    return "host speed must be in [0.001, 1000]";
   for (const auto& [key, curve] : h.gemm)
     if (!curve_ok(curve)) return "a GEMM efficiency curve holds a value outside (0, 2] or not finite";
   for (const auto& [key, by_gpus] : h.collectives)

@@ -47,6 +47,9 @@ struct HardwareCalibration {
   double holdout = 0.0;  ///< fraction of samples kept out of the fit (for `calibrate report`)
   std::optional<double> gemm_peak;          ///< fitted η_c of the default curve (shapes without a table)
   std::optional<double> memory_efficiency;  ///< fitted η_m
+  /// The host's speed relative to the reference hosts of host work (hardware/host_cost.hpp),
+  /// measured; replaces the preset's host_speed. YAML: `host: {speed: x}`.
+  std::optional<double> host_speed;
   /// GEMM efficiency η_c = flops / (peak · t) as a function of m, per (dtype, n, k).
   std::map<std::tuple<DType, std::int64_t, std::int64_t>, EfficiencyCurve> gemm;
   /// Per (collective name, scope), per GPU count.

@@ -47,6 +47,9 @@ struct ClusterSpec {
   /// small messages, cluster_presets.cpp). The "nccl" model prices the launch with NCCL's own
   /// base and per-step latencies instead and adds nothing for this field.
   double collective_launch_us = 7.0;
+  /// The host CPU's speed relative to the hosts that host work's reference times come from
+  /// (hardware/host_cost.hpp): a host task takes its reference time / host_speed.
+  double host_speed = 1.0;
   /// How collectives are priced (collectives.hpp): "nccl" = the algorithm and protocol NCCL's
   /// tuning model picks for the size, at NCCL's achievable link rates (nccl_tuning.hpp);
   /// "line-rate" = rings at nominal link rates after collective_launch_us (moesim before 0.6,

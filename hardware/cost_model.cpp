@@ -36,7 +36,11 @@ ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff,
 ComputeCostModel ComputeCostModel::for_cluster(const ClusterSpec& spec) {
   ComputeEfficiency eff;
   eff.flops_only = spec.compute_model == "flops-only";
-  return ComputeCostModel(spec.gpu, eff, spec.calibration);
+  ComputeCostModel model(spec.gpu, eff, spec.calibration);
+  // A profile's measured host speed replaces the preset's.
+  const bool measured = spec.calibration && spec.calibration->host_speed;
+  model.host_ = HostCostModel(measured ? *spec.calibration->host_speed : spec.host_speed);
+  return model;
 }
 
 double ComputeCostModel::gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt,
@@ -96,6 +100,7 @@ double ComputeCostModel::flops_only_seconds(const Op& op) const {
     case OpKind::kGroupedGemm: return op.flops / (peak(op.dtype) * eff_.gemm_peak);
     case OpKind::kAttention: return op.flops / (peak(op.dtype) * eff_.attention);
     case OpKind::kElementwise: return op.flops / (peak(DType::kFp32) * eff_.elementwise_flops);
+    case OpKind::kHost: throw std::logic_error("host work is not a kernel: HostCostModel prices it");
   }
   return 0.0;
 }
@@ -180,6 +185,8 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
     case OpKind::kElementwise:
       compute_s = op.flops / (peak(DType::kFp32) * eff_.elementwise_flops);
       break;
+    case OpKind::kHost:
+      throw std::logic_error("host work is not a kernel: HostCostModel prices it");
   }
   return std::max(compute_s, mem_s);
 }
@@ -242,7 +249,8 @@ PlanExecutor::Hooks engine_hooks(const Cluster& cluster, const ComputeCostModel&
           [&cluster, path = std::vector<LinkId>()](int src, int dst) mutable -> const std::vector<LinkId>& {
             cluster.route_into(src, dst, path);
             return path;
-          }};
+          },
+          [&cost](const Task&, std::span<const Op> ops) { return cost.host().time(ops); }};
 }
 
 }  // namespace moesim

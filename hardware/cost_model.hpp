@@ -10,6 +10,7 @@
 
 #include "hardware/cluster.hpp"
 #include "hardware/gpu_spec.hpp"
+#include "hardware/host_cost.hpp"
 #include "sim/plan_executor.hpp"
 #include "sim/tick.hpp"
 #include "sim/work.hpp"
@@ -123,6 +124,8 @@ class ComputeCostModel {
   }
   const GpuSpec& gpu() const { return gpu_; }
   const ComputeEfficiency& efficiency() const { return eff_; }
+  /// The host beside the GPU: prices host work (policies' schedules, predictors, engine steps).
+  const HostCostModel& host() const { return host_; }
 
  private:
   double peak(DType t) const;
@@ -136,6 +139,7 @@ class ComputeCostModel {
   double grouped_gemm_seconds(const Op& op) const;
   GpuSpec gpu_;
   ComputeEfficiency eff_;
+  HostCostModel host_;
   std::shared_ptr<const HardwareCalibration> calibration_;
   mutable GemmPriceMemo memo_;
 };

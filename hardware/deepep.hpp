@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "hardware/cluster.hpp"
+#include "sim/tick.hpp"
 
 namespace moesim {
 
@@ -93,6 +94,8 @@ struct DeepEpGpuTraffic {
   double nvlink_send = 0, nvlink_recv = 0;  ///< NVLink bytes (all stages)
   double rdma_send = 0, rdma_recv = 0;      ///< NIC bytes (all stages)
   double finish_us = 0;                     ///< when this GPU's call returns (deepep_finish below)
+  /// finish_us as simulated time.
+  Tick finish() const { return us_to_ticks(finish_us); }
 };
 
 /// `dests[t]` are the GPUs (indices into 0..p.ep-1) of token t's top-k selections, repeats allowed

@@ -18,7 +18,8 @@ DeepEpParams deepep_params(const ModelSpec& m, MoeAllToAll kernel, int gpus, Dee
   return p;
 }
 
-std::vector<double> deepep_layer_us(const PolicyContext& ctx, const MoeLayerInput& in, const Dispatch& d, DeepEpOp op) {
+std::vector<DeepEpGpuTraffic> deepep_layer_traffic(const PolicyContext& ctx, const MoeLayerInput& in, const Dispatch& d,
+                                                   DeepEpOp op) {
   const int G = ctx.cluster.num_gpus();
   const int E = ctx.model.experts;
   // Tokens are laid out source by source (MoeLayerInput::token_home).
@@ -69,9 +70,12 @@ std::vector<double> deepep_layer_us(const PolicyContext& ctx, const MoeLayerInpu
     }
   });
   const DeepEpParams p = deepep_params(ctx.model, ctx.alltoall, G, op);
-  const std::vector<DeepEpGpuTraffic> traffic = deepep_traffic(ctx.cluster, p, home, dests);
-  std::vector<double> us(static_cast<std::size_t>(G), 0.0);
-  for (int g = 0; g < G; ++g) us[static_cast<std::size_t>(g)] = traffic[static_cast<std::size_t>(g)].finish_us;
+  return deepep_traffic(ctx.cluster, p, home, dests);
+}
+
+std::vector<double> deepep_layer_us(const PolicyContext& ctx, const MoeLayerInput& in, const Dispatch& d, DeepEpOp op) {
+  std::vector<double> us;
+  for (const DeepEpGpuTraffic& t : deepep_layer_traffic(ctx, in, d, op)) us.push_back(t.finish_us);
   return us;
 }
 

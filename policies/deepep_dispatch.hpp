@@ -16,6 +16,9 @@ namespace moesim {
 /// e, in GPU order, each until its share is used up (replicas and rebalanced selections land
 /// where the policy put them). A count-level routing has no tokens: a source's selections are
 /// dealt over its tokens in turn, which keeps its per-(source, expert) totals.
+std::vector<DeepEpGpuTraffic> deepep_layer_traffic(const PolicyContext& ctx, const MoeLayerInput& in, const Dispatch& d,
+                                                   DeepEpOp op);
+/// deepep_layer_traffic's finish times, in microseconds.
 std::vector<double> deepep_layer_us(const PolicyContext& ctx, const MoeLayerInput& in, const Dispatch& d, DeepEpOp op);
 
 /// The DeepEP parameters a layer of `m` on `gpus` GPUs uses: dispatch in FP8 (with its scales)

@@ -42,6 +42,7 @@
 
 #include "models/model_spec.hpp"
 #include "policies/memory.hpp"
+#include "hardware/host_cost.hpp"
 #include "hardware/phase.hpp"
 
 namespace moesim {
@@ -399,11 +400,12 @@ std::vector<TaskId> ExflowPolicy::before_scatter(TaskGraph& plan, const PolicyCo
                                                  TaskId all_routed) {
   std::vector<TaskId> out(static_cast<std::size_t>(ctx.cluster.num_gpus()), all_routed);
   if (previous_.empty() || in.moe_index != 0 || solve_ms_ <= 0.0) return out;
-  // The re-solve is a CPU step every GPU waits for before it scatters with the new placement.
-  const Tick solve = seconds_to_ticks(solve_ms_ * 1e-3);
+  // The re-solve is host work every GPU waits for before it scatters with the new placement:
+  // a placement of the layer's experts, of reference time `solve_ms` (priced by the host model).
+  const Op work = host_work("exflow.solve", ctx.model.experts, solve_ms_ * 1e-3);
   const TaskId dep[] = {all_routed};
   for (std::size_t g = 0; g < out.size(); ++g)
-    out[g] = plan.delay(solve, phase::kSchedule, in.layer, dep, static_cast<int>(g));
+    out[g] = plan.host(static_cast<int>(g), phase::kSchedule, in.layer, work, dep);
   return out;
 }
 

@@ -145,10 +145,11 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   // call every GPU enters together, each leaving it when its own traffic has drained.
   const bool deepep = ctx.alltoall != MoeAllToAll::kNccl && d.forward.empty() && d.gather.empty() && in.routing;
   const auto deepep_call = [&](DeepEpOp op, Phase phase, TaskId start) {
-    const std::vector<double> us = deepep_layer_us(ctx, in, d, op);
+    const std::vector<DeepEpGpuTraffic> traffic = deepep_layer_traffic(ctx, in, d, op);
     std::vector<TaskId> done(static_cast<std::size_t>(G));
     const TaskId dep[] = {start};
-    for (int g = 0; g < G; ++g) done[static_cast<std::size_t>(g)] = plan.delay(us_to_ticks(us[static_cast<std::size_t>(g)]), phase, L, dep, g);
+    for (int g = 0; g < G; ++g)
+      done[static_cast<std::size_t>(g)] = plan.delay(traffic[static_cast<std::size_t>(g)].finish(), phase, L, dep, g);
     return done;
   };
   // Scatter: one all-to-all, or the node-aware two stages (send, then forward inside nodes).

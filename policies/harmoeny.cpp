@@ -18,6 +18,7 @@
 
 #include "hardware/collectives.hpp"
 #include "core/diagnostics.hpp"
+#include "hardware/host_cost.hpp"
 #include "hardware/phase.hpp"
 
 namespace moesim {
@@ -171,11 +172,12 @@ class Harmoeny final : public ExpertParallelPolicy {
     const TaskId gathered = add_ring_all_gather(plan, ctx.cluster, gpus, kMetadataCounterBytes * ctx.model.experts,
                                                 phase::kCollective, in.layer, routed);
     // Alg. 1 step 3 runs on every GPU's host thread from the same m_all, so each computes the
-    // same S; its cost is a parameter (the engine never prices host code).
+    // same S: host work over the E × G counts, whose reference time is `schedule_us` (the
+    // host cost model prices it, hardware/host_cost.hpp).
     const TaskId dep[] = {gathered};
+    const Op work = host_work("harmoeny.schedule", static_cast<std::int64_t>(ctx.model.experts) * G, schedule_us_ * 1e-6);
     std::vector<TaskId> scheduled(static_cast<std::size_t>(G));
-    for (int g = 0; g < G; ++g)
-      scheduled[g] = plan.delay(us_to_ticks(schedule_us_), phase::kSchedule, in.layer, dep, g);
+    for (int g = 0; g < G; ++g) scheduled[g] = plan.host(g, phase::kSchedule, in.layer, work, dep);
     return scheduled;
   }
 

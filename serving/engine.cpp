@@ -10,6 +10,7 @@
 #include "serving/rank_load_index.hpp"
 #include "serving/two_batch.hpp"
 #include "sim/network_backend.hpp"
+#include "hardware/host_cost.hpp"
 #include "hardware/phase.hpp"
 
 namespace moesim {
@@ -300,8 +301,10 @@ void ServingEngine::start_step(int pool) {
   }
   set_graph_mode(pool, graph);
   if (engine.active()) {
+    // The engine profile gives the step's host time on the host it was measured on; the host
+    // cost model prices it here. None when it rounds to no time, as a delay of it would.
     const double host = engine.host_us(busiest_seqs, busiest_tokens) + (graph ? engine.graph_launch_us : 0.0);
-    shape.host_time = us_to_ticks(host);
+    if (us_to_ticks(host) > 0) shape.host.push_back(host_work("engine.step", busiest_seqs, host * 1e-6));
     shape.host_overlap = engine.host_overlap;
   }
 

@@ -8,6 +8,7 @@
 
 #include "core/invariants.hpp"
 #include "hardware/collectives.hpp"
+#include "hardware/host_cost.hpp"
 #include "hardware/phase.hpp"
 
 namespace moesim {
@@ -127,11 +128,11 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
   last_.resize(G);
   for (int g = 0; g < G; ++g) {
     TaskId root = plan.join({}, phase::kOther, -1);
-    if (shape.host_time > 0) {
+    if (!shape.host.empty()) {
       // The engine's host work (scheduling, input preparation, sampling), shown on every GPU it
       // holds up; overlapped, it runs beside the step, which ends when both have.
       const TaskId dep[] = {root};
-      const TaskId host = plan.delay(shape.host_time, phase::kSchedule, -1, dep, g);
+      const TaskId host = plan.host(g, phase::kSchedule, -1, shape.host.front(), dep);
       if (!shape.host_overlap) root = host;
     }
     last_[g] = add_swaps(plan, ctx, shape, g, root);
@@ -193,10 +194,12 @@ const MoeLayerOutput* StepBuilder::add_layer(TaskGraph& plan, const LayerRouting
   const Forecast no_forecast;
   const Forecast& f = moe && forecast ? *forecast : no_forecast;
   if (f.overhead_ms > 0.0) {
-    // The predictor runs on every GPU before the layer's attention.
+    // The predictor runs on every GPU before the layer's attention: host work over the layer's
+    // tokens, of the reference time the predictor forecast (MoE-GPS §3.2.2's overhead curve).
+    const Op work = host_work("predictor", routing ? routing->num_tokens : 0, f.overhead_ms * 1e-3);
     for (int g = 0; g < G; ++g) {
       const TaskId dep[] = {last_[g]};
-      last_[g] = plan.delay(ms_to_ticks(f.overhead_ms), phase::kPredict, layer, dep, g);
+      last_[g] = plan.host(g, phase::kPredict, layer, work, dep);
     }
   }
   if (grouped_) return add_grouped_layer(plan, layer, moe, routing, f);

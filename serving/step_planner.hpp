@@ -48,9 +48,10 @@ struct StepShape {
   /// all-reduce after the block; deployment.expert_parallel: false) instead of the policy's
   /// expert parallelism over the pool.
   bool tp_experts = false;
-  /// The engine's host time for the step (serving/engine_profile.hpp): before the first layer,
-  /// or, with host_overlap, alongside the step (the step then lasts the longer of the two).
-  Tick host_time = 0;
+  /// The engine's host work for the step (one OpKind::kHost op, hardware/host_cost.hpp, of the
+  /// reference time serving/engine_profile.hpp gives; empty: none): before the first layer, or,
+  /// with host_overlap, alongside the step (the step then lasts the longer of the two).
+  std::vector<Op> host;
   bool host_overlap = false;
   /// With tp_experts: a group's experts split over this many of its GPUs (contiguous expert
   /// ranges), each expert sharded over attention_tp / moe_expert_parallel of them.

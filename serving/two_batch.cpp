@@ -10,7 +10,7 @@ std::optional<TwoBatches> split_two_batches(const StepShape& shape, const std::v
   TwoBatches out{shape, shape, {}, {}};
   StepShape& first = out.first;
   StepShape& second = out.second;
-  second.host_time = 0;
+  second.host.clear();
   second.swap_out_bytes.assign(shape.swap_out_bytes.size(), 0.0);
   second.swap_in_bytes.assign(shape.swap_in_bytes.size(), 0.0);
   std::size_t offset = 0;

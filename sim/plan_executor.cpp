@@ -243,13 +243,17 @@ void PlanExecutor::on_ready(std::uint32_t slot, TaskId id) {
       tm.start = now;
       finish(slot, id);
       break;
-    case TaskKind::kDelay:
+    case TaskKind::kDelay: {
       tm.start = now;
-      sim_.after(repeated(t.delay, t.repeat), [this, slot, id] {
+      // Host work is priced by the hook, as a kernel is; a plain delay carries its duration.
+      if (t.ops_count > 0 && !hooks_.host_time) throw std::logic_error("a host task, and no host_time hook to price it");
+      const Tick d = t.ops_count > 0 ? hooks_.host_time(t, g.plan->ops_of(t)) : t.delay;
+      sim_.after(repeated(d, t.repeat), [this, slot, id] {
         finish(slot, id);
         settle(slot);
       }, EventPriority::kCompletion);
       break;
+    }
     case TaskKind::kCompute:
     case TaskKind::kTransfer: {
       if (t.kind == TaskKind::kTransfer && t.engine == CopyEngine::kNone) {

@@ -60,6 +60,9 @@ class PlanExecutor {
     std::function<Tick(const Task&, std::span<const Op>)> compute_time;
     /// Links from endpoint src to endpoint dst; the reference need only stay valid until the next call.
     std::function<const std::vector<LinkId>&(int src, int dst)> route;
+    /// Duration of a host task (a delay carrying host work, TaskGraph::host); unset: a
+    /// plan with host work is refused.
+    std::function<Tick(const Task&, std::span<const Op>)> host_time = nullptr;
   };
   /// Receives a finished graph's id and its timings (indexed by TaskId).
   using GraphDone = std::function<void(GraphId, std::vector<TaskTiming>&&)>;

@@ -139,6 +139,19 @@ TaskId TaskGraph::transfer(int src_endpoint, int dst_endpoint, double bytes, Pha
   return add(t, deps);
 }
 
+TaskId TaskGraph::host(int gpu, Phase phase, int layer, const Op& work, Deps deps) {
+  if (work.kind != OpKind::kHost) throw std::logic_error("TaskGraph::host: the work is not host work");
+  Task t;
+  t.kind = TaskKind::kDelay;
+  t.phase = phase;
+  t.layer = layer;
+  t.gpu = gpu;
+  t.ops_begin = ops_base_ + static_cast<std::uint32_t>(ops_.size());
+  t.ops_count = 1;
+  ops_.push_back(work);
+  return add(t, deps);
+}
+
 TaskId TaskGraph::delay(Tick duration, Phase phase, int layer, Deps deps, int gpu) {
   Task t;
   t.kind = TaskKind::kDelay;

@@ -110,6 +110,9 @@ class TaskGraph {
   TaskId transfer(int src_endpoint, int dst_endpoint, double bytes, Phase phase, int layer,
                   Deps deps = {}, int stats_gpu = -1, CopyEngine engine = CopyEngine::kNone);
   TaskId delay(Tick duration, Phase phase, int layer, Deps deps = {}, int gpu = -1);
+  /// Host work on `gpu`'s host thread (a kDelay carrying one OpKind::kHost op): the executor asks
+  /// its host_time hook how long it takes, as it asks compute_time for a kernel's.
+  TaskId host(int gpu, Phase phase, int layer, const Op& work, Deps deps = {});
   /// Prices transfer `id` as a collective's flow: it carries its bytes × `wire_scale` at line rate,
   /// and with `hop` kInLaunch starts without its route's hop latencies (NCCL-priced collectives pay
   /// NCCL's latency, hops included, in the delay before them).

@@ -28,6 +28,9 @@ enum class OpKind {
   kGroupedGemm,  ///< one kernel over groups with the same (n,k) and per-group m (`group_m`)
   kAttention,    ///< score + softmax + value product (flops and bytes given)
   kElementwise,  ///< memory-bound pass over `bytes` (norms, activations, residual adds)
+  /// Host (CPU) work, not a kernel: `name` says what runs, `m` its size in that work's units, and
+  /// `flops` holds its reference time in seconds (hardware/host_cost.hpp reads and writes it).
+  kHost,
 };
 
 /// One kernel-level operation. `flops` and `bytes` are totals for the op.

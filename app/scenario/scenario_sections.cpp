@@ -325,6 +325,11 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
                    "Simple) NCCL 2.19's tuning model picks per size, at NCCL's link rates; line-rate = rings at "
                    "nominal link rates after collective_launch_us",
                    {"nccl", "line-rate"}),
+      float_field("host_speed", c.host_speed, "",
+                  "host CPU speed relative to the hosts the host work's times come from (policies' scheduling "
+                  "and solves, predictors' overhead, serving engines' per-step time, AMoE's decisions): each "
+                  "host task takes its reference time / host_speed",
+                  1e-3, 1e3),
       choice_field("cpu_vendor", c.cpu_vendor,
                    "host CPU vendor: NCCL's multi-node LL bandwidth and per-step network overhead depend on it",
                    {"amd", "intel"}),
@@ -422,6 +427,7 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
   c.nic_latency_us = p.get_float("nic_latency_us");
   c.collective_launch_us = p.get_float("collective_launch_us");
   c.collective_model = p.get_string("collective_model");
+  c.host_speed = p.get_float("host_speed");
   c.cpu_vendor = p.get_string("cpu_vendor");
   c.network_model = p.get_string("network_model");
   c.compute_model = p.get_string("compute_model");

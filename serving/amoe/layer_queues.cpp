@@ -26,6 +26,7 @@
 #include "core/invariants.hpp"
 #include "core/rng.hpp"
 #include "hardware/collectives.hpp"
+#include "hardware/host_cost.hpp"
 #include "hardware/phase.hpp"
 #include "models/operators.hpp"
 #include "serving/amoe/micro_batches.hpp"
@@ -208,9 +209,10 @@ struct LayerQueueRuntime::State {
     }
     ++e.executions_;
     e.executed_tokens_ += n;
-    // The decision is host time on the GPU (a delay task), then the layer's kernels.
+    // The decision is host work (reference time schedule_us, priced by the host cost model),
+    // then the layer's kernels.
     TaskGraph* graph = new_graph();
-    const TaskId decision = graph->delay(us_to_ticks(config.schedule_us), phase::kSchedule, b, {}, gpu);
+    const TaskId decision = graph->host(gpu, phase::kSchedule, b, host_work("amoe.decision", 1, config.schedule_us * 1e-6));
     graph->compute(gpu, attention ? phase::kAttention : phase::kExperts, b, std::move(ops), TaskGraph::Deps(&decision, 1));
     const Tick start = sim.now();
     exec.submit(handle(graph), [this, gpu, b, n, prefill, start, graph, batch = std::move(batch)](

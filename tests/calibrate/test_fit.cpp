@@ -109,7 +109,10 @@ TEST(Profile, YamlRoundTrip) {
   h.gemm_peak = 0.7;
   h.gemm[{DType::kFp16, 4096, 4096}] = {{1.0, 64.0, 4096.0}, {0.01, 0.4, 0.8}};
   h.links["h2d_pinned"] = {8.0, 24.5};
+  h.host_speed = 1.5;
   const HardwareCalibration back = HardwareCalibration::from_yaml(YAML::Load(YAML::Dump(h.to_yaml())));
+  ASSERT_TRUE(back.host_speed);
+  EXPECT_DOUBLE_EQ(*back.host_speed, 1.5);
   EXPECT_EQ(back.device, h.device);
   EXPECT_DOUBLE_EQ(*back.gemm_peak, 0.7);
   ASSERT_NE(back.gemm_curve(DType::kFp16, 4096, 4096), nullptr);

@@ -9,8 +9,10 @@ and inside app/, its rooms:
     scenario -> run -> sweep -> plan -> cli
 
 (`calibrate` reads measurements into hardware profiles; `policies` read predictors' forecasts;
-`tests` and the fuzz targets may include anything.) Prints every violation as FILE:LINE: and
-exits 1 when there is one.
+`tests` and the fuzz targets may include anything.) Policies and predictors decide and never
+time: none of them turns a number into simulated time itself (us_to_ticks, ms_to_ticks,
+seconds_to_ticks); host work goes to the host cost model (hardware/host_cost.hpp). Prints every
+violation as FILE:LINE: and exits 1 when there is one.
 
     check_layering.py SOURCE_ROOT
 """
@@ -22,6 +24,8 @@ LEVEL = {"core": 0, "sim": 1, "hardware": 2, "models": 2, "calibrate": 3, "predi
          "serving": 5, "app": 6, "python": 7}
 APP_ROOM = {"scenario": 0, "run": 1, "sweep": 2, "plan": 3, "cli": 4}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/(?:([a-z_]+)/)?')
+TIMING = re.compile(r'\b(us_to_ticks|ms_to_ticks|seconds_to_ticks)\s*\(')
+DECIDE_ONLY = {"policies", "predictors"}
 
 
 def violations(root):
@@ -31,6 +35,10 @@ def violations(root):
         if folder not in LEVEL:
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            code = line.split("//", 1)[0]
+            if folder in DECIDE_ONLY and TIMING.search(code):
+                yield f"{rel}:{number}: {folder}/ turns a number into simulated time ({TIMING.search(code).group(1)}); " \
+                      "emit host work (hardware/host_cost.hpp) or take the time from hardware/"
             m = INCLUDE.match(line)
             if m and folder == "app" and m.group(1) == "app" and len(rel.parts) > 2:
                 room, target_room = rel.parts[1], m.group(2)

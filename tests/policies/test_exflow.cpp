@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "hardware/host_cost.hpp"
 #include "app/run/runner.hpp"
 #include "app/scenario/scenario.hpp"
 #include "models/model_spec.hpp"
@@ -343,7 +344,12 @@ TEST_F(ExFlowPlan, ResolvesEveryNBatchesWithCostAndCopies) {
     for (const Task& t : bp.graph.tasks()) {
       if (t.phase == phase::kSchedule && t.kind == TaskKind::kDelay) {
         ++delays;
-        EXPECT_EQ(t.delay, 25 * kPsPerMs);
+        // Host work of the layer's experts, 25 ms on the reference host (the host model's speed 1).
+        const auto work = bp.graph.ops_of(t);
+        ASSERT_EQ(work.size(), 1u);
+        EXPECT_STREQ(work[0].name, "exflow.solve");
+        EXPECT_EQ(work[0].m, ctx.model.experts);
+        EXPECT_EQ(HostCostModel().time(work[0]), 25 * kPsPerMs);
         EXPECT_EQ(t.layer, 1);  // Switch's first MoE layer
       }
       if (t.phase == phase::kFetch && t.kind == TaskKind::kTransfer) {

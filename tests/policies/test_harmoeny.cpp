@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "hardware/host_cost.hpp"
 #include "app/run/runner.hpp"
 #include "app/scenario/scenario.hpp"
 #include "serving/batch_planner.hpp"
@@ -291,7 +292,14 @@ TEST_F(HarmoenyPlan, MetadataAllGatherScheduleDelayAndFetches) {
   for (const Task& t : bp.graph.tasks()) {
     if (t.kind == TaskKind::kTransfer && t.phase == phase::kCollective) gathered += t.bytes;
     if (t.kind == TaskKind::kDelay && t.phase == phase::kSchedule) {
-      EXPECT_EQ(t.delay, us_to_ticks(33.0));
+      // Host work over the E x G counts, 33 us on the reference host; twice as fast a host halves it.
+      const auto work = bp.graph.ops_of(t);
+      ASSERT_EQ(work.size(), 1u);
+      EXPECT_EQ(work[0].kind, OpKind::kHost);
+      EXPECT_STREQ(work[0].name, "harmoeny.schedule");
+      EXPECT_EQ(work[0].m, static_cast<std::int64_t>(model.experts) * G);
+      EXPECT_EQ(HostCostModel().time(work[0]), us_to_ticks(33.0));
+      EXPECT_EQ(HostCostModel(2.0).time(work[0]), us_to_ticks(16.5));
       ++delays;
     }
   }

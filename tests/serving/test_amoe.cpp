@@ -143,6 +143,15 @@ TEST(AmoeLayerQueues, OneRequestOnAnIdleDeploymentTakesTheSumOfItsBlocks) {
   EXPECT_EQ(run.queues().executions(), 2 * s.model.layers);
 }
 
+// AMoE's decisions are host work: on a host twice as fast, the one request's 2 decisions per block
+// take half their schedule_us each, and nothing else moves.
+TEST(AmoeLayerQueues, DecisionsArePricedByTheHostCostModel) {
+  const AmoeRun base = make_run(scenario(), {RequestSpec{0, 0, 1, 1}}, {"model.top_k=1"}, 1);
+  const AmoeRun fast = make_run(scenario(), {RequestSpec{0, 0, 1, 1}}, {"model.top_k=1", "hardware.host_speed=2"}, 1);
+  const Tick saved = 2 * base.s.model.layers * (us_to_ticks(base.d.config.schedule_us) - us_to_ticks(base.d.config.schedule_us / 2));
+  EXPECT_EQ(base.engine->requests().front().finished - fast.engine->requests().front().finished, saved);
+}
+
 // Every request's tokens pass every block's attention once per iteration (its prompt, then one
 // token per further output), and each of them reaches exactly top-k experts per block.
 TEST(AmoeLayerQueues, TokensAreConservedThroughQueuesAndTokenPool) {
