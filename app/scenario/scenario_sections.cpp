@@ -173,31 +173,10 @@ std::optional<ModelSpec> model_of_hf_config(const YAML::Node& key, const SourceM
 
 }  // namespace
 
-ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
-                             YAML::Node& resolved, const std::string& base_dir, std::vector<Diagnostic>* warnings) {
-  ModelSpec m;
-  if (!node || (!node.IsScalar() && !node.IsMap())) {
-    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
-                "'model' must be a preset name or a mapping");
-    return m;
-  }
-  std::string preset;
-  std::optional<ModelSpec> from_config;
-  const ModelSpec* base = nullptr;
-  if (node.IsMap() && node["hf_config"]) {
-    if (node["preset"]) diags.error(src.locate(node["hf_config"]), "give either 'preset' or 'hf_config', not both");
-    from_config = model_of_hf_config(node["hf_config"], src, diags, base_dir, warnings);
-    if (!from_config) return m;
-    base = &*from_config;
-  } else {
-    base = preset_of(node, model_presets(), src, diags, preset);
-  }
-  if (node.IsScalar() && !base) return m;
-  const YAML::Node map = node.IsMap() ? node : YAML::Node();
-  const ParamSet p = read_params(map, model_field_specs(base), src, diags, {"preset", "name", "attention", "hf_config"});
-  const YAML::Node attn_node = map ? map["attention"] : YAML::Node();
-  const ParamSet a = read_params(attn_node, attention_specs(base ? &base->attention : nullptr), src, diags);
-  m.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+namespace {
+
+/// The model fields of `p` (model_field_specs) and the attention fields of `a` (attention_specs) into `m`.
+void set_model_fields(const ParamSet& p, const ParamSet& a, ModelSpec& m) {
   m.layers = static_cast<int>(p.get_int("layers"));
   m.first_dense_layers = static_cast<int>(p.get_int("first_dense_layers"));
   m.moe_every = static_cast<int>(p.get_int("moe_every"));
@@ -231,8 +210,12 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
   at.qk_nope_head_dim = static_cast<int>(a.get_int("qk_nope_head_dim"));
   at.qk_rope_head_dim = static_cast<int>(a.get_int("qk_rope_head_dim"));
   at.v_head_dim = static_cast<int>(a.get_int("v_head_dim"));
+}
 
-  // Cross-field checks, located at the field that is out of range.
+/// Cross-field checks of a model, each located at the field that is out of range.
+void check_model_fields(const ModelSpec& m, const ParamSet& p, const ParamSet& a, const YAML::Node& node,
+                        const SourceMap& src, Diagnostics& diags) {
+  const AttentionSpec& at = m.attention;
   if (m.top_k > m.experts)
     diags.error(p.where("top_k").line ? p.where("top_k") : src.locate(node),
                 "'top_k' (" + std::to_string(m.top_k) + ") exceeds the number of experts (" +
@@ -269,7 +252,37 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
                                           std::to_string(at.kv_heads) + ") must equal 'heads' (" +
                                           std::to_string(at.heads) + "); grouped heads are 'kind: gqa'");
   }
+}
 
+}  // namespace
+
+ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                             YAML::Node& resolved, const std::string& base_dir, std::vector<Diagnostic>* warnings) {
+  ModelSpec m;
+  if (!node || (!node.IsScalar() && !node.IsMap())) {
+    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
+                "'model' must be a preset name or a mapping");
+    return m;
+  }
+  std::string preset;
+  std::optional<ModelSpec> from_config;
+  const ModelSpec* base = nullptr;
+  if (node.IsMap() && node["hf_config"]) {
+    if (node["preset"]) diags.error(src.locate(node["hf_config"]), "give either 'preset' or 'hf_config', not both");
+    from_config = model_of_hf_config(node["hf_config"], src, diags, base_dir, warnings);
+    if (!from_config) return m;
+    base = &*from_config;
+  } else {
+    base = preset_of(node, model_presets(), src, diags, preset);
+  }
+  if (node.IsScalar() && !base) return m;
+  const YAML::Node map = node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, model_field_specs(base), src, diags, {"preset", "name", "attention", "hf_config"});
+  const YAML::Node attn_node = map ? map["attention"] : YAML::Node();
+  const ParamSet a = read_params(attn_node, attention_specs(base ? &base->attention : nullptr), src, diags);
+  m.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+  set_model_fields(p, a, m);
+  check_model_fields(m, p, a, node, src, diags);
   resolved = p.to_yaml();
   resolved["name"] = m.name;
   if (!preset.empty()) resolved["preset"] = preset;
@@ -394,23 +407,10 @@ GpuSpec read_gpu(const YAML::Node& node, const GpuSpec* fallback, const SourceMa
 
 }  // namespace
 
-ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
-                                  YAML::Node& resolved, const std::string& base_dir) {
-  ClusterSpec c;
-  if (!node || (!node.IsScalar() && !node.IsMap())) {
-    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
-                "'hardware' must be a preset name or a mapping");
-    return c;
-  }
-  std::string preset;
-  const ClusterSpec* base = preset_of(node, cluster_presets(), src, diags, preset);
-  if (node.IsScalar() && !base) return c;
-  const ClusterSpec start = base ? *base : ClusterSpec{};
-  const YAML::Node map = node.IsMap() ? node : YAML::Node();
-  const ParamSet p = read_params(map, cluster_field_specs(start), src, diags, {"preset", "gpu", "name", "calibration"});
-  YAML::Node gpu_resolved;
-  c.gpu = read_gpu(map ? map["gpu"] : YAML::Node(), base ? &base->gpu : nullptr, src, diags, gpu_resolved);
-  c.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+namespace {
+
+/// The cluster fields of `p` (the keys cluster_field_specs declares) into `c`.
+void set_cluster_fields(const ParamSet& p, ClusterSpec& c) {
   c.nodes = static_cast<int>(p.get_int("nodes"));
   c.gpus_per_node = static_cast<int>(p.get_int("gpus_per_node"));
   parse_fabric(p.get_string("fabric"), c.fabric);
@@ -431,7 +431,12 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
   c.cpu_vendor = p.get_string("cpu_vendor");
   c.network_model = p.get_string("network_model");
   c.compute_model = p.get_string("compute_model");
+}
 
+/// What the topology needs of the fields: bandwidths > 0 on the links the fabric uses, real
+/// bandwidths (or 0 for none), NICs between nodes, at most 16,384 GPUs, and the builder's checks.
+void check_cluster_fields(const ClusterSpec& c, const ParamSet& p, const YAML::Node& node, const SourceMap& src,
+                          Diagnostics& diags) {
   // Zero bandwidth on a link the fabric uses is an error at that key.
   auto need_positive = [&](const char* key, double v) {
     if (v <= 0.0) diags.error(p.given(key) ? p.where(key) : src.locate(node),
@@ -468,28 +473,56 @@ ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, 
       diags.error(src.locate(node), std::string("invalid cluster: ") + e.what());
     }
   }
+}
+
+/// `hardware.calibration`: the profile applied to `c`, its absolute path in `resolved`.
+void read_calibration(const YAML::Node& map, const std::string& base_dir, ClusterSpec& c, YAML::Node& resolved,
+                      const SourceMap& src, Diagnostics& diags) {
+  if (!map || !map["calibration"] || map["calibration"].IsNull()) return;
+  const YAML::Node cal = map["calibration"];
+  if (!cal.IsScalar()) {
+    diags.error(src.locate(cal), "'calibration' must be the path of a profile from `moesim calibrate fit`");
+  } else {
+    const std::filesystem::path path =
+        std::filesystem::path(cal.Scalar()).is_absolute() ? std::filesystem::path(cal.Scalar())
+                                                          : std::filesystem::path(base_dir) / cal.Scalar();
+    try {
+      apply_calibration(c, load_calibration(path.string()));
+      // Absolute, so scenario.resolved.yaml re-runs from its results folder.
+      resolved["calibration"] = std::filesystem::absolute(path).lexically_normal().string();
+    } catch (const InputError& e) {
+      for (const auto& d : e.diagnostics())
+        diags.error(src.locate(cal), "calibration profile " + d.where.to_string() + ": " + d.message);
+    }
+  }
+}
+
+}  // namespace
+
+ClusterSpec read_hardware_section(const YAML::Node& node, const SourceMap& src, Diagnostics& diags,
+                                  YAML::Node& resolved, const std::string& base_dir) {
+  ClusterSpec c;
+  if (!node || (!node.IsScalar() && !node.IsMap())) {
+    diags.error(node ? src.locate(node) : SourceLocation{src.file(), 0, 0},
+                "'hardware' must be a preset name or a mapping");
+    return c;
+  }
+  std::string preset;
+  const ClusterSpec* base = preset_of(node, cluster_presets(), src, diags, preset);
+  if (node.IsScalar() && !base) return c;
+  const ClusterSpec start = base ? *base : ClusterSpec{};
+  const YAML::Node map = node.IsMap() ? node : YAML::Node();
+  const ParamSet p = read_params(map, cluster_field_specs(start), src, diags, {"preset", "gpu", "name", "calibration"});
+  YAML::Node gpu_resolved;
+  c.gpu = read_gpu(map ? map["gpu"] : YAML::Node(), base ? &base->gpu : nullptr, src, diags, gpu_resolved);
+  c.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+  set_cluster_fields(p, c);
+  check_cluster_fields(c, p, node, src, diags);
   resolved = p.to_yaml();
   resolved["name"] = c.name;
   if (!preset.empty()) resolved["preset"] = preset;
   resolved["gpu"] = gpu_resolved;
-  if (map && map["calibration"] && !map["calibration"].IsNull()) {
-    const YAML::Node cal = map["calibration"];
-    if (!cal.IsScalar()) {
-      diags.error(src.locate(cal), "'calibration' must be the path of a profile from `moesim calibrate fit`");
-    } else {
-      const std::filesystem::path path =
-          std::filesystem::path(cal.Scalar()).is_absolute() ? std::filesystem::path(cal.Scalar())
-                                                            : std::filesystem::path(base_dir) / cal.Scalar();
-      try {
-        apply_calibration(c, load_calibration(path.string()));
-        // Absolute, so scenario.resolved.yaml re-runs from its results folder.
-        resolved["calibration"] = std::filesystem::absolute(path).lexically_normal().string();
-      } catch (const InputError& e) {
-        for (const auto& d : e.diagnostics())
-          diags.error(src.locate(cal), "calibration profile " + d.where.to_string() + ": " + d.message);
-      }
-    }
-  }
+  read_calibration(map, base_dir, c, resolved, src, diags);
   return c;
 }
 

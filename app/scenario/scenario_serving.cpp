@@ -526,6 +526,84 @@ ParallelLayout read_layout(const ParamSet& p, int gpus, const std::string& what,
 
 // `workload:` with kind serving (all but `routing`): requests, arrivals, lengths, and the
 // representative prefill shape policies profile with.
+namespace {
+
+/// With arrival.process: trace, the trace gives each request's lengths: `requests` defaults to its
+/// rows (and may not exceed them), and the length distributions hold the used rows' bounds.
+void read_trace_lengths(const YAML::Node& wl, const ParamSet& w, const std::vector<TraceRequest>& rows,
+                        ServingWorkload& sw, YAML::Node& workload_res, const SourceMap& src, Diagnostics& diags) {
+  // Lengths come from the trace; the distributions hold its bounds (for limits and checks).
+  for (const char* k : {"prompt_tokens", "output_tokens"})
+    if (wl[k])
+      diags.error(src.locate(key_node(wl, k)), std::string("'") + k +
+                                                   "' cannot be set with arrival.process: trace (the trace gives "
+                                                   "each request's lengths)");
+  if (!w.given("requests") && !rows.empty()) sw.requests = static_cast<std::int64_t>(rows.size());
+  if (w.given("requests") && !rows.empty() && sw.requests > static_cast<std::int64_t>(rows.size()))
+    diags.error(w.where("requests"), "'requests' (" + std::to_string(sw.requests) + ") is more than the trace's " +
+                                         std::to_string(rows.size()) +
+                                         " rows: give at most that many, or leave 'requests' out for every row");
+  workload_res["requests"] = sw.requests;
+  const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
+  if (used > 0) {
+    sw.prompt.kind = sw.output.kind = LengthDist::Kind::kUniform;
+    sw.prompt.min = sw.output.min = std::numeric_limits<std::int64_t>::max();
+    sw.prompt.max = sw.output.max = 0;
+    for (std::size_t i = 0; i < used; ++i) {
+      sw.prompt.min = std::min(sw.prompt.min, rows[i].prompt_tokens);
+      sw.prompt.max = std::max(sw.prompt.max, rows[i].prompt_tokens);
+      sw.output.min = std::min(sw.output.min, rows[i].output_tokens);
+      sw.output.max = std::max(sw.output.max, rows[i].output_tokens);
+    }
+  }
+}
+
+/// Every request must fit in the model's context: each used trace row, or the longest prompt and
+/// output the distributions give.
+void check_context(const Scenario& s, const std::vector<TraceRequest>& rows, bool trace, Diagnostics& diags) {
+  const ServingWorkload& sw = s.serving_workload;
+  const std::int64_t ctx = s.model.max_context;
+  if (ctx > 0 && trace) {
+    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
+    for (std::size_t i = 0; i < used; ++i) {
+      if (rows[i].prompt_tokens + rows[i].output_tokens <= ctx) continue;
+      diags.error(SourceLocation{sw.arrival.resolved_file, rows[i].line, 1},
+                  "request " + std::to_string(i) + " (" + std::to_string(rows[i].prompt_tokens) + " prompt + " +
+                      std::to_string(rows[i].output_tokens) + " output tokens) is longer than the model's context (" +
+                      std::to_string(ctx) + " tokens, model.max_context)");
+      break;
+    }
+  } else if (ctx > 0 && sw.prompt.smallest() >= 1 && sw.output.smallest() >= 1 && sw.prompt.largest() >= 1 &&
+             sw.output.largest() >= 1) {
+    const std::int64_t longest = sw.prompt.largest() + sw.output.largest();
+    if (longest > ctx)
+      diags.error(s.prompt_where, "the longest prompt (" + std::to_string(sw.prompt.largest()) +
+                                      " tokens) plus the longest output (" + std::to_string(sw.output.largest()) +
+                                      ") is " + std::to_string(longest) + " tokens, longer than the model's context (" +
+                                      std::to_string(ctx) + " tokens, model.max_context)");
+  }
+}
+
+/// The shape policies and predictors profile with (they see a prefill batch): one sequence per
+/// GPU at the mean prompt length, one batch.
+void set_profiling_shape(Scenario& s, const std::vector<TraceRequest>& rows, bool trace) {
+  const ServingWorkload& sw = s.serving_workload;
+  double mean_prompt = 0.0;
+  if (trace) {
+    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
+    for (std::size_t i = 0; i < used; ++i) mean_prompt += static_cast<double>(rows[i].prompt_tokens);
+    if (used > 0) mean_prompt /= static_cast<double>(used);
+  } else {
+    mean_prompt = sw.prompt.expected();
+  }
+  s.workload.batch_size = std::max(1, s.hardware.num_gpus());
+  s.workload.seq_len = std::max<std::int64_t>(1, std::llround(mean_prompt));
+  s.workload.batches = 1;
+  s.workload.warmup_batches = 0;
+}
+
+}  // namespace
+
 void read_serving_workload(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags,
                            YAML::Node& workload_res) {
   const YAML::Node wl = root["workload"];
@@ -553,30 +631,7 @@ void read_serving_workload(const YAML::Node& root, Scenario& s, const SourceMap&
   s.prompt_where = loc(src, wl["prompt_tokens"], wl);
   s.output_where = loc(src, wl["output_tokens"], wl);
   if (trace) {
-    // Lengths come from the trace; the distributions hold its bounds (for limits and checks).
-    for (const char* k : {"prompt_tokens", "output_tokens"})
-      if (wl[k])
-        diags.error(src.locate(key_node(wl, k)), std::string("'") + k +
-                                                     "' cannot be set with arrival.process: trace (the trace gives "
-                                                     "each request's lengths)");
-    if (!w.given("requests") && !rows.empty()) sw.requests = static_cast<std::int64_t>(rows.size());
-    if (w.given("requests") && !rows.empty() && sw.requests > static_cast<std::int64_t>(rows.size()))
-      diags.error(w.where("requests"), "'requests' (" + std::to_string(sw.requests) + ") is more than the trace's " +
-                                           std::to_string(rows.size()) +
-                                           " rows: give at most that many, or leave 'requests' out for every row");
-    workload_res["requests"] = sw.requests;
-    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
-    if (used > 0) {
-      sw.prompt.kind = sw.output.kind = LengthDist::Kind::kUniform;
-      sw.prompt.min = sw.output.min = std::numeric_limits<std::int64_t>::max();
-      sw.prompt.max = sw.output.max = 0;
-      for (std::size_t i = 0; i < used; ++i) {
-        sw.prompt.min = std::min(sw.prompt.min, rows[i].prompt_tokens);
-        sw.prompt.max = std::max(sw.prompt.max, rows[i].prompt_tokens);
-        sw.output.min = std::min(sw.output.min, rows[i].output_tokens);
-        sw.output.max = std::max(sw.output.max, rows[i].output_tokens);
-      }
-    }
+    read_trace_lengths(wl, w, rows, sw, workload_res, src, diags);
   } else {
     YAML::Node prompt_res, output_res;
     sw.prompt = read_length(wl["prompt_tokens"], "prompt_tokens", kDefaultPrompt, wl, src, diags, prompt_res);
@@ -593,42 +648,8 @@ void read_serving_workload(const YAML::Node& root, Scenario& s, const SourceMap&
                 "'warmup_requests' (" + std::to_string(sw.warmup_requests) + ") must be fewer than the requests (" +
                     std::to_string(effective) + "): nothing would be measured");
 
-  // Every request must fit in the model's context.
-  const std::int64_t ctx = s.model.max_context;
-  if (ctx > 0 && trace) {
-    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
-    for (std::size_t i = 0; i < used; ++i) {
-      if (rows[i].prompt_tokens + rows[i].output_tokens <= ctx) continue;
-      diags.error(SourceLocation{sw.arrival.resolved_file, rows[i].line, 1},
-                  "request " + std::to_string(i) + " (" + std::to_string(rows[i].prompt_tokens) + " prompt + " +
-                      std::to_string(rows[i].output_tokens) + " output tokens) is longer than the model's context (" +
-                      std::to_string(ctx) + " tokens, model.max_context)");
-      break;
-    }
-  } else if (ctx > 0 && sw.prompt.smallest() >= 1 && sw.output.smallest() >= 1 && sw.prompt.largest() >= 1 &&
-             sw.output.largest() >= 1) {
-    const std::int64_t longest = sw.prompt.largest() + sw.output.largest();
-    if (longest > ctx)
-      diags.error(s.prompt_where, "the longest prompt (" + std::to_string(sw.prompt.largest()) +
-                                      " tokens) plus the longest output (" + std::to_string(sw.output.largest()) +
-                                      ") is " + std::to_string(longest) + " tokens, longer than the model's context (" +
-                                      std::to_string(ctx) + " tokens, model.max_context)");
-  }
-
-  // The shape policies and predictors profile with (they see a prefill batch): one sequence per
-  // GPU at the mean prompt length, one batch.
-  double mean_prompt = 0.0;
-  if (trace) {
-    const std::size_t used = std::min(rows.size(), static_cast<std::size_t>(sw.requests));
-    for (std::size_t i = 0; i < used; ++i) mean_prompt += static_cast<double>(rows[i].prompt_tokens);
-    if (used > 0) mean_prompt /= static_cast<double>(used);
-  } else {
-    mean_prompt = sw.prompt.expected();
-  }
-  s.workload.batch_size = std::max(1, s.hardware.num_gpus());
-  s.workload.seq_len = std::max<std::int64_t>(1, std::llround(mean_prompt));
-  s.workload.batches = 1;
-  s.workload.warmup_batches = 0;
+  check_context(s, rows, trace, diags);
+  set_profiling_shape(s, rows, trace);
 }
 
 // `serving:`: the engine preset, the scheduler, the SLOs and speculative decoding.

@@ -45,9 +45,8 @@ ShardDir read_shard_dir(const std::string& dir) {
   return s;
 }
 
-}  // namespace
-
-SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::string& out_dir) {
+/// The shard folders, each read once and all of one sweep (same scenario, axes and sets).
+std::vector<ShardDir> read_shards(const std::vector<std::string>& dirs, const std::string& out_dir) {
   if (dirs.empty()) throw InputError(SourceLocation{"moesim sweep merge", 0, 0}, "no folders to merge");
   std::vector<ShardDir> shards;
   for (const auto& d : dirs) {
@@ -64,11 +63,11 @@ SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::strin
         throw InputError(SourceLocation{(fs::path(s.dir) / "sweep.json").string(), 0, 0},
                          std::string("not the same sweep as ") + first.dir + ": its '" + field + "' differs" +
                              (std::string(field) == "file_fnv1a" ? " (a different scenario file)" : ""));
+  return shards;
+}
 
-  // --out may be new, or hold this very sweep (merged before): never another sweep's results.
-  nlohmann::json definition = first.definition;
-  definition.erase("shard");
-  const fs::path out(out_dir);
+/// --out may be new, or hold this very sweep (merged before): never another sweep's results.
+void check_merge_target(const fs::path& out, const std::string& out_dir, const nlohmann::json& definition) {
   if (fs::exists(out / "sweep.json") || fs::exists(out / "results.jsonl")) {
     const nlohmann::json there =
         fs::exists(out / "sweep.json")
@@ -80,9 +79,11 @@ SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::strin
       throw InputError(SourceLocation{out_dir, 0, 0},
                        "--out holds another sweep's results (or a shard's); choose a new folder");
   }
+}
 
-  const SweepSpec spec = sweep_spec_from_definition(first.definition, first.dir);
-  const std::vector<SweepPoint> points = expand_points(spec);
+/// Every point's result line from the shards, each point from exactly one; a shard short of its
+/// points, or points in none of the shards, are errors naming them.
+std::vector<nlohmann::json> collect_points(const std::vector<ShardDir>& shards, const std::vector<SweepPoint>& points) {
   std::vector<nlohmann::json> lines;
   std::map<std::size_t, std::string> owner;  // point -> the folder that holds it
   std::vector<Diagnostic> problems;
@@ -121,6 +122,21 @@ SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::strin
                             " points are in none of the folders" + (missing.empty() ? "" : " (missing shards " + missing + ")")});
   }
   if (!problems.empty()) throw InputError(std::move(problems));
+  return lines;
+}
+
+}  // namespace
+
+SweepOutcome merge_sweeps(const std::vector<std::string>& dirs, const std::string& out_dir) {
+  const std::vector<ShardDir> shards = read_shards(dirs, out_dir);
+  const ShardDir& first = shards.front();
+  nlohmann::json definition = first.definition;
+  definition.erase("shard");
+  const fs::path out(out_dir);
+  check_merge_target(out, out_dir, definition);
+  const SweepSpec spec = sweep_spec_from_definition(first.definition, first.dir);
+  const std::vector<SweepPoint> points = expand_points(spec);
+  std::vector<nlohmann::json> lines = collect_points(shards, points);
 
   std::stable_sort(lines.begin(), lines.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
     return a["point"].get<std::size_t>() < b["point"].get<std::size_t>();
