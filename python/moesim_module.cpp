@@ -7,7 +7,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <iostream>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -164,6 +168,34 @@ std::vector<std::vector<std::pair<std::string, std::string>>> sweep_points(const
   }
 }
 
+/// Runs `moesim ARGS...` in-process (the verbs with no API of their own: plan, guideline, DeepEP's
+/// cost): (exit code, stdout, stderr). std::cout and std::cerr are redirected while it runs, so
+/// calls take one lock; the GIL is released meanwhile.
+std::tuple<int, std::string, std::string> cli(std::vector<std::string> args) {
+  static std::mutex streams;
+  args.insert(args.begin(), "moesim");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  std::ostringstream out, err;
+  int code = 0;
+  {
+    py::gil_scoped_release free;
+    const std::lock_guard<std::mutex> hold(streams);
+    std::streambuf* const old_out = std::cout.rdbuf(out.rdbuf());
+    std::streambuf* const old_err = std::cerr.rdbuf(err.rdbuf());
+    try {
+      code = run_cli(static_cast<int>(argv.size()), argv.data());
+    } catch (...) {
+      std::cout.rdbuf(old_out);
+      std::cerr.rdbuf(old_err);
+      throw;
+    }
+    std::cout.rdbuf(old_out);
+    std::cerr.rdbuf(old_err);
+  }
+  return {code, out.str(), err.str()};
+}
+
 }  // namespace
 }  // namespace moesim
 
@@ -183,6 +215,7 @@ PYBIND11_MODULE(_moesim, m) {
                               const std::string& calibration, const std::string& network_model, bool explain) {
     return cost_json([&] { return collective_cost(kind, hardware, nodes, gpus, bytes, calibration, network_model, explain); });
   });
+  m.def("cli", &cli, py::arg("args"));
   m.def("sweep_points", &sweep_points, py::arg("grids"), py::arg("zips"), py::arg("sets"));
   m.def("reference_markdown", [] { return reference_markdown(); });
   m.def("schema", [] { return scenario_schema_json(); });

@@ -8,6 +8,9 @@
     moesim.sweep("scenarios/quickstart.yaml", {"workload.batch_size": [4, 8, 16]}, jobs=4)
     moesim.list("policies")
     moesim.cost.alltoall("dgx-h100", gpus=8, bytes=64 << 20)
+    moesim.plan("scenarios/serving/plan-mixtral-h100.yaml", slo={"ttft_ms": 2000, "tpot_ms": 50})
+    moesim.guideline("mixtral-8x7b", "dgx-h100", skewness=[1.5, 3.0])
+    moesim.cost.dispatch("dgx-h100", tokens=4096, hidden=7168, top_k=8, experts=256)
 
 A scenario that moesim rejects raises ScenarioError, whose `errors` are the
 "FILE:LINE:COL: error: ..." lines the CLI prints. The simulator runs without the GIL, so threads
@@ -29,7 +32,8 @@ except ImportError:  # the build tree: build/python/ on sys.path beside python/
     import _moesim
 
 __version__ = _moesim.__version__
-__all__ = ["run", "validate", "sweep", "list", "reference", "schema", "cost", "ScenarioError", "ScenarioWarning"]
+__all__ = ["run", "validate", "sweep", "plan", "guideline", "list", "reference", "schema", "cost", "ScenarioError",
+           "ScenarioWarning"]
 
 
 class ScenarioError(ValueError):
@@ -179,6 +183,102 @@ def sweep(scenario, grid, *, zip=None, set=(), jobs=None):  # noqa: A002 (the CL
     # Every point's runs whole (arrays such as per-GPU breakdowns are left out of the columns), as
     # the lines of the CLI sweep's results.jsonl.
     table.attrs["points"] = per_point
+    return table
+
+
+def _cli(args):
+    """Runs `moesim ARGS...` in-process: its stdout; ScenarioError on bad input (exit 2)."""
+    code, out, err = _moesim.cli([str(a) for a in args])
+    lines = [line for line in err.splitlines() if line.strip()]
+    if code == 2:
+        raise ScenarioError(lines)
+    if code != 0:
+        raise RuntimeError("\n".join(lines) or f"moesim exited with {code}")
+    _warn([line for line in lines if ": warning: " in line])
+    return out
+
+
+def _flag_value(value):
+    """A keyword argument as the CLI option's text: lists joined by commas, booleans lower-case,
+    an SLO dict as key=value pairs."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, (builtins.list, tuple)):
+        return ",".join(_flag_value(v) for v in value)
+    return str(value)
+
+
+def _flags(options):
+    """Keyword arguments as CLI options: max_num_seqs=[64, 128] -> --max-num-seqs 64,128."""
+    args = []
+    for key, value in options.items():
+        if value is None:
+            continue
+        args += ["--" + key.replace("_", "-"), _flag_value(value)]
+    return args
+
+
+def _scenario_file(scenario, folder):
+    """A path for `scenario` (a path is used as is; YAML text or a dict is written into `folder`,
+    so relative paths inside it resolve there)."""
+    if isinstance(scenario, (str, os.PathLike)) and "\n" not in str(scenario) and pathlib.Path(scenario).exists():
+        return str(scenario)
+    text, _, _ = _source(scenario)
+    path = pathlib.Path(folder) / "scenario.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def plan(scenario, *, out=None, set=(), jobs=None, **options):  # noqa: A002 (the CLI's option)
+    """The deployment planner (`moesim plan`): searches parallelism, policies, batch limits and
+    prefill/decode splits for the best goodput at the SLO. Returns plan.csv as a pandas DataFrame
+    (one row per candidate); `attrs` holds `table` (plan.txt), `best` (best.yaml's text, or None)
+    and `out` (the folder written: `out`, or a temporary one).
+
+    Options are the CLI's, with underscores: objective, slo ({"ttft_ms": .., "tpot_ms": ..} or
+    "ttft_ms=..,tpot_ms=.."), percentile, gpu_hour_cost, policies, max_gpus, gpus_per_instance,
+    max_num_seqs, max_batched_tokens (lists), disaggregation, two_batch_overlap, finalists,
+    estimate_layer_sampling, estimate_span."""
+    import pandas
+    folder = pathlib.Path(out) if out else pathlib.Path(tempfile.mkdtemp(prefix="moesim-plan-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    args = ["plan", _scenario_file(scenario, folder), "--out", str(folder), "--quiet"] + _flags(options)
+    for s in _sets(set):
+        args += ["--set", s]
+    if jobs:
+        args += ["--jobs", str(int(jobs))]
+    _cli(args)
+    table = pandas.read_csv(folder / "plan.csv")
+    table.attrs["table"] = (folder / "plan.txt").read_text() if (folder / "plan.txt").exists() else ""
+    table.attrs["best"] = (folder / "best.yaml").read_text() if (folder / "best.yaml").exists() else None
+    table.attrs["out"] = str(folder)
+    return table
+
+
+def guideline(model, hardware, *, set=(), jobs=None, curves=False, **options):  # noqa: A002
+    """MoE-GPS's guideline (`moesim guideline`): over skewness x bandwidth, which strategy
+    (no prediction, distribution-only, token-to-expert at each accuracy) gives the fastest layer.
+    Returns the decision CSV as a pandas DataFrame; with `curves`, `attrs["curves"]` holds the
+    latency curves. Options are the CLI's, with underscores: skewness, bandwidth_GBps, accuracies
+    (lists or "start:stop:step"), batch_size, seq_len, batches, warmup_batches, seed,
+    assumptions, without."""
+    import pandas
+    with tempfile.TemporaryDirectory(prefix="moesim-guideline-") as folder:
+        decisions = pathlib.Path(folder) / "guideline.csv"
+        args = ["guideline", "--model", model, "--hardware", hardware, "--out", str(decisions), "--quiet"]
+        if curves:
+            args += ["--curves", str(pathlib.Path(folder) / "curves.csv")]
+        args += _flags(options)
+        for s in _sets(set):
+            args += ["--set", s]
+        if jobs:
+            args += ["--jobs", str(int(jobs))]
+        _cli(args)
+        table = pandas.read_csv(decisions)
+        if curves:
+            table.attrs["curves"] = pandas.read_csv(pathlib.Path(folder) / "curves.csv")
     return table
 
 

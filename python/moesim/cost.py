@@ -2,6 +2,7 @@
 
     moesim.cost.gemm("h100-sxm", 4096, 4096, 4096, dtype="fp8")["time_us"]
     moesim.cost.alltoall("dgx-h100", gpus=8, bytes=64 << 20)["busbw_GBps"]
+    moesim.cost.dispatch("dgx-h100", tokens=4096, hidden=7168, top_k=8, experts=256)["time_us"]
 
 Bad arguments raise moesim.ScenarioError, located at the CLI option they correspond to.
 """
@@ -50,3 +51,22 @@ def alltoall(hardware, gpus, bytes, *, nodes=0, network_model="flow", calibratio
 def sendrecv(hardware, gpus, bytes, *, nodes=0, network_model="flow", calibration=None, explain=False):
     """One message of `bytes` from GPU 0 to GPU gpus-1."""
     return _collective("sendrecv", hardware, gpus, bytes, nodes, network_model, calibration, explain)
+
+
+def _deepep(op, hardware, tokens, hidden, top_k, experts, options):
+    from . import _cli, _flags
+    args = ["cost", op, "--hardware", hardware, "--tokens", int(tokens), "--hidden", int(hidden), "--top-k", int(top_k),
+            "--experts", int(experts), "--json"] + _flags(options)
+    return json.loads(_cli(args))
+
+
+def dispatch(hardware, tokens, hidden, top_k, experts, **options):
+    """One expert-parallel dispatch through DeepEP's kernels (or NCCL's all-to-all), as DeepEP's
+    tables report it (`moesim cost dispatch --json`). Options: kernel (deepep-normal, deepep-ll,
+    nccl), nodes, nvlink_bandwidth, ep, dtype, topk_groups, sms, ll_nvlink."""
+    return _deepep("dispatch", hardware, tokens, hidden, top_k, experts, options)
+
+
+def combine(hardware, tokens, hidden, top_k, experts, **options):
+    """One expert-parallel combine (`moesim cost combine --json`); options as dispatch's."""
+    return _deepep("combine", hardware, tokens, hidden, top_k, experts, options)

@@ -151,3 +151,53 @@ def test_sweep_table_is_the_cli_sweeps(tmp_path):
     assert (printed["label"] == table["label"]).all()
     with pytest.raises(moesim.ScenarioError, match="never reaches stop"):
         moesim.sweep(QUICKSTART, ["seed=1:5:-1"])
+
+
+PLAN_SCENARIO = {
+    "name": "plan", "seed": 4, "model": {"preset": "mixtral-8x7b", "layers": 2}, "hardware": "dgx-a100",
+    "workload": {"kind": "serving", "requests": 60, "warmup_requests": 10,
+                 "arrival": {"process": "poisson", "rate_per_s": 40},
+                 "prompt_tokens": {"dist": "uniform", "min": 32, "max": 400},
+                 "output_tokens": {"dist": "uniform", "min": 1, "max": 40}, "routing": {"kind": "zipf", "s": 0.8}},
+    "serving": {"max_num_seqs": 16, "max_batched_tokens": 1024, "slo": {"ttft_ms": 200, "tpot_ms": 30}},
+    "policy": "static-ep",
+}
+
+
+def test_plan_gives_the_cli_plan_csv(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(PLAN_SCENARIO))
+    cli("plan", scenario, "--max-gpus", "2", "--finalists", "2", "--jobs", "1", "-q", "--out", tmp_path / "cli")
+    table = moesim.plan(scenario, max_gpus=2, finalists=2, jobs=1, out=tmp_path / "py")
+    assert (tmp_path / "py" / "plan.csv").read_bytes() == (tmp_path / "cli" / "plan.csv").read_bytes()
+    assert len(table) == len((tmp_path / "cli" / "plan.csv").read_text().splitlines()) - 1
+    assert table.attrs["table"] == (tmp_path / "cli" / "plan.txt").read_text()
+    # A dict scenario plans the same as its file.
+    again = moesim.plan(PLAN_SCENARIO, max_gpus=2, finalists=2, jobs=1)
+    assert again.equals(table)
+    with pytest.raises(moesim.ScenarioError, match="--objective"):
+        moesim.plan(scenario, objective="fastest", max_gpus=2)
+
+
+def test_guideline_gives_the_cli_decisions(tmp_path):
+    options = ["--skewness", "1.5,3.0", "--bandwidth-GBps", "100", "--accuracies", "0.8,1.0", "--batches", "1",
+               "--warmup-batches", "0", "--jobs", "1"]
+    cli("guideline", "--model", "mixtral-8x7b", "--hardware", "dgx-a100", "-q", "--out", tmp_path / "g.csv", *options)
+    table = moesim.guideline("mixtral-8x7b", "dgx-a100", skewness=[1.5, 3.0], bandwidth_GBps=100,
+                             accuracies=[0.8, 1.0], batches=1, warmup_batches=0, jobs=1)
+    import pandas
+    assert table.equals(pandas.read_csv(tmp_path / "g.csv"))
+    assert len(table.index) > 0
+    with pytest.raises(moesim.ScenarioError, match="unknown"):
+        moesim.guideline("no-such-model", "dgx-a100")
+
+
+@pytest.mark.parametrize("op", ["dispatch", "combine"])
+def test_deepep_cost_is_the_cli_json(op):
+    args = ["--hardware", "dgx-h100", "--tokens", "4096", "--hidden", "7168", "--top-k", "8", "--experts", "256",
+            "--kernel", "deepep-normal"]
+    expected = json.loads(cli("cost", op, *args, "--json").stdout)
+    got = getattr(moesim.cost, op)("dgx-h100", tokens=4096, hidden=7168, top_k=8, experts=256, kernel="deepep-normal")
+    assert got == expected
+    with pytest.raises(moesim.ScenarioError):
+        moesim.cost.dispatch("no-such-cluster", tokens=1, hidden=128, top_k=1, experts=8)
