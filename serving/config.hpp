@@ -96,8 +96,10 @@ struct ParallelLayout {
   int gpus_per_instance() const { return tensor_parallel * data_parallel; }
 };
 
-/// `deployment:`: colocated (one layout over the cluster) or disaggregated into a prefill pool
-/// (GPUs [0, prefill_gpus)) and a decode pool (the next decode_gpus GPUs), each with its layout.
+/// `deployment:`: colocated (one layout over the cluster), disaggregated into a prefill pool
+/// (GPUs [0, prefill_gpus)) and a decode pool (the next decode_gpus GPUs), each with its layout,
+/// or split into attention GPUs [0, attention_gpus) and expert GPUs (the rest), which the serving
+/// engine runs in layer-queue mode (serving/amoe/layer_queues.hpp).
 struct DeploymentConfig {
   ParallelLayout colocated;
   ParallelLayout prefill;
@@ -106,7 +108,10 @@ struct DeploymentConfig {
   int decode_gpus = 0;
   /// Kernels of the expert-parallel dispatch and combine in every pool (deployment.alltoall).
   MoeAllToAll alltoall = MoeAllToAll::kNccl;
+  int attention_gpus = 0;  ///< attention–FFN split: attention GPUs (0: no split)
+  int expert_gpus = 0;     ///< and expert GPUs, after them
   bool disaggregated() const { return prefill_gpus > 0; }
+  bool attention_expert_split() const { return attention_gpus > 0; }
 };
 
 }  // namespace moesim

@@ -15,7 +15,9 @@ LayerQueueDeployment layer_queue_deployment(const Scenario& s, const PluginEntry
   auto fail = [&](const std::string& why) { throw InputError(entry.where, "policy '" + entry.label + "': " + why); };
   LayerQueueDeployment d;
   AmoeConfig& c = d.config;
-  const std::int64_t a = entry.params.get_int("attention_gpus");
+  // The split: the deployment's (deployment.attention_gpus), or the policy's option (0 = half).
+  const std::int64_t a =
+      s.deployment.attention_expert_split() ? s.deployment.attention_gpus : entry.params.get_int("attention_gpus");
   c.attention_gpus = a == 0 ? G / 2 : static_cast<int>(std::min<std::int64_t>(a, G));
   if (a >= G || c.attention_gpus < 1)
     fail("attention_gpus " + std::to_string(a) + " leaves no expert GPU: the cluster has " + std::to_string(G) +

@@ -273,6 +273,13 @@ void check_capabilities(const Scenario& s, bool serving, Diagnostics& diags) {
                                ", or set expert_parallel: true");
     if (!can.prefill && !serving)
       diags.error(e.where, policy + " runs on serving workloads only (workload.kind: serving)");
+    else if (d.attention_expert_split() && can.stepped)
+      diags.error(e.where, policy + " plans steps, but deployment.attention_gpus splits attention from the experts, "
+                                    "which the serving engine runs in layer-queue mode: use policy amoe (its "
+                                    "scheduler, or micro_batches for ping-pong)");
+    else if (d.attention_expert_split() && e.params.given("attention_gpus") && e.params.get_int("attention_gpus") != 0)
+      diags.error(e.where, policy + ": the split is given twice, by deployment.attention_gpus and by the policy's "
+                                    "attention_gpus: keep one");
     else if (!can.own_layout.empty() && d.disaggregated())
       diags.error(e.where, policy + " splits the GPUs itself (" + can.own_layout + "); remove deployment.prefill_gpus");
     else if (!can.own_layout.empty() &&

@@ -387,6 +387,13 @@ std::vector<ParamSpec> deployment_specs() {
   std::vector<ParamSpec> v{
       int_param("prefill_gpus", "0", "GPUs", "prefill pool: GPUs [0, prefill_gpus) (0 with decode_gpus 0: colocated)", 0.0, 1e6),
       int_param("decode_gpus", "0", "GPUs", "decode pool: the next decode_gpus GPUs", 0.0, 1e6),
+      int_param("attention_gpus", "0", "GPUs",
+                "attention-FFN disaggregation: GPUs [0, attention_gpus) run every layer's attention data-parallel "
+                "(each request's KV cache on one), the next expert_gpus host the experts; run in the serving "
+                "engine's layer-queue mode (policy amoe: AMoE's μ-queues, or ping-pong with micro_batches). 0: no split",
+                0.0, 1e6),
+      int_param("expert_gpus", "0", "GPUs", "attention-FFN disaggregation: the expert GPUs, after the attention GPUs",
+                0.0, 1e6),
       ParamSpec{"alltoall", ParamType::kString, "nccl", "",
                 "kernels of an expert-parallel policy's token dispatch and combine: nccl (pairwise sends on the "
                 "flow network), deepep-normal or deepep-ll (DeepEP's normal / low-latency kernels, priced in closed "
@@ -724,7 +731,32 @@ void read_scheduler(const YAML::Node& root, Scenario& s, const SourceMap& src, D
   }
 }
 
-// `deployment:`: a colocated layout, or prefill and decode pools.
+// deployment.attention_gpus / expert_gpus: both or neither, no other split or layout beside them,
+// and together the cluster's GPUs.
+void read_attention_expert_split(const ParamSet& dp, Scenario& s, bool cluster_ok, Diagnostics& diags) {
+  DeploymentConfig& d = s.deployment;
+  d.attention_gpus = static_cast<int>(dp.get_int("attention_gpus"));
+  d.expert_gpus = static_cast<int>(dp.get_int("expert_gpus"));
+  if ((d.attention_gpus == 0) != (d.expert_gpus == 0)) {
+    const char* zero = d.attention_gpus == 0 ? "attention_gpus" : "expert_gpus";
+    const char* other = d.attention_gpus == 0 ? "expert_gpus" : "attention_gpus";
+    diags.error(at_key(dp, zero, s.deployment_where), std::string("'") + zero + "' is 0 but '" + other +
+                                                          "' is not: an attention-FFN split needs both (0 and 0: none)");
+    return;
+  }
+  if (!d.attention_expert_split()) return;
+  for (const char* k : {"prefill_gpus", "decode_gpus", "tensor_parallel", "data_parallel", "expert_parallel",
+                        "moe_expert_parallel", "instances"})
+    if (dp.given(k))
+      diags.error(dp.where(k), std::string("'") + k + "' does not apply to an attention-FFN split (attention_gpus, "
+                                   "expert_gpus): its attention is data-parallel and its experts one per expert GPU");
+  if (cluster_ok && d.attention_gpus + d.expert_gpus != s.hardware.num_gpus())
+    diags.error(dp.where("expert_gpus"), "attention_gpus + expert_gpus (" + std::to_string(d.attention_gpus) + " + " +
+                                             std::to_string(d.expert_gpus) + ") must be the cluster's " +
+                                             std::to_string(s.hardware.num_gpus()) + " GPUs");
+}
+
+// `deployment:`: a colocated layout, or prefill and decode pools, or an attention-FFN split.
 void read_deployment(const YAML::Node& root, Scenario& s, const SourceMap& src, Diagnostics& diags, bool cluster_ok,
                      YAML::Node& deployment_res) {
   // deployment:
@@ -734,6 +766,7 @@ void read_deployment(const YAML::Node& root, Scenario& s, const SourceMap& src, 
   DeploymentConfig& d = s.deployment;
   d.prefill_gpus = static_cast<int>(dp.get_int("prefill_gpus"));
   d.decode_gpus = static_cast<int>(dp.get_int("decode_gpus"));
+  read_attention_expert_split(dp, s, cluster_ok, diags);
   const std::string a2a = dp.get_string("alltoall");
   d.alltoall = a2a == "deepep-normal" ? MoeAllToAll::kDeepEpNormal
                : a2a == "deepep-ll"   ? MoeAllToAll::kDeepEpLowLatency
@@ -790,6 +823,8 @@ void read_deployment(const YAML::Node& root, Scenario& s, const SourceMap& src, 
   }
   deployment_res["prefill_gpus"] = d.prefill_gpus;
   deployment_res["decode_gpus"] = d.decode_gpus;
+  deployment_res["attention_gpus"] = d.attention_gpus;
+  deployment_res["expert_gpus"] = d.expert_gpus;
   if (cluster_ok && d.disaggregated()) {
     const ClusterSpec& c = s.hardware;
     if (d.prefill_gpus + d.decode_gpus > c.num_gpus())

@@ -391,3 +391,48 @@ TEST(ServingModes, LayerQueueStepsCountTheTokensEnteringTheModel) {
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+// Issue 29: attention-FFN disaggregation is a deployment like the others. deployment:
+// {attention_gpus, expert_gpus} with policy amoe runs exactly what the policy's own
+// attention_gpus ran; the split refuses stepped policies, a second split, and GPU counts that
+// are not the cluster's, each at its key.
+TEST(AttentionExpertSplit, TheDeploymentFormRunsWhatThePolicyFormRan) {
+  const std::string base = scenario();  // policy amoe, attention_gpus: 2 on 4 GPUs
+  const Scenario by_policy = load_scenario_text(base, "amoe.yaml");
+  const Scenario by_deployment =
+      load_scenario_text(base, "amoe.yaml", {"policy.0.attention_gpus=0", "deployment.attention_gpus=2",
+                                              "deployment.expert_gpus=2"});
+  std::string csv_a, csv_b;
+  const auto a = run_serving(by_policy, by_policy.policies.front(), by_policy.predictors.front(), "", csv_a);
+  const auto b = run_serving(by_deployment, by_deployment.policies.front(), by_deployment.predictors.front(), "", csv_b);
+  EXPECT_EQ(a["metrics"].dump(), b["metrics"].dump());
+  EXPECT_EQ(csv_a, csv_b);
+  EXPECT_EQ(b["metrics"]["pools"][0]["gpus"].get<int>(), 2);
+}
+
+TEST(AttentionExpertSplit, BadSplitsAreErrorsAtTheirKeys) {
+  const auto errors = [](const std::vector<std::string>& sets) -> std::string {
+    try {
+      load_scenario_text(scenario(), "amoe.yaml", sets);
+    } catch (const InputError& e) {
+      std::string all;
+      for (const auto& d : e.diagnostics()) all += d.to_string() + "\n";
+      return all;
+    }
+    return "";
+  };
+  const std::string split = "deployment.attention_gpus=2";
+  EXPECT_NE(errors({split}).find("'expert_gpus' is 0 but 'attention_gpus' is not"), std::string::npos);
+  EXPECT_NE(errors({split, "deployment.expert_gpus=1"}).find("must be the cluster's 4 GPUs"), std::string::npos);
+  EXPECT_NE(errors({split, "deployment.expert_gpus=2"}).find("the split is given twice"), std::string::npos);
+  EXPECT_NE(errors({split, "deployment.expert_gpus=2", "policy=static-ep"}).find("layer-queue mode: use policy amoe"),
+            std::string::npos);
+  EXPECT_NE(errors({split, "deployment.expert_gpus=2", "policy.0.attention_gpus=0", "deployment.tensor_parallel=2"})
+                .find("'tensor_parallel' does not apply to an attention-FFN split"),
+            std::string::npos);
+  EXPECT_EQ(errors({split, "deployment.expert_gpus=2", "policy.0.attention_gpus=0"}), "");
+}
+
+}  // namespace moesim
