@@ -123,9 +123,9 @@ struct PolicyCapabilities {
   bool prefill = true;
   /// Takes an expert-load predictor (false: `predictor: none` only).
   bool predictors = true;
-  /// Plans synchronous steps on the serving engine, layer by layer (so serving.layer_sampling and
-  /// traces apply); false for a policy that runs on an engine of its own (AMoE's asynchronous
-  /// runtimes), on which build_moe_layer is never called.
+  /// Plans synchronous steps on the serving engine, layer by layer (so serving.layer_sampling
+  /// applies); false for a policy the serving engine runs in its layer-queue mode (AMoE's
+  /// μ-queues, serving/amoe/layer_queues.hpp), which plans no step and has no Policy object.
   bool stepped = true;
   /// The option by which the policy splits the GPUs itself ("" when the deployment does): it then
   /// takes one colocated, attention-data-parallel instance of every GPU.
@@ -134,6 +134,8 @@ struct PolicyCapabilities {
 
 struct PolicyInfo {
   std::vector<ParamSpec> params;
+  /// Builds the policy; empty for a policy that is not `stepped` (its options and capabilities
+  /// are all there is of it: the layer-queue runtime does its work).
   std::function<std::unique_ptr<Policy>(const ParamSet&)> make;
   /// Optional: checks the options against the model and cluster when the scenario loads, so
   /// that bad combinations are located errors (or warnings) before anything runs.

@@ -141,13 +141,8 @@ TaskId TaskGraph::transfer(int src_endpoint, int dst_endpoint, double bytes, Pha
 
 TaskId TaskGraph::host(int gpu, Phase phase, int layer, const Op& work, Deps deps) {
   if (work.kind != OpKind::kHost) throw std::logic_error("TaskGraph::host: the work is not host work");
-  Task t;
+  Task t = compute_task(gpu, phase, layer, 1);  // a compute task's op bookkeeping, as a delay
   t.kind = TaskKind::kDelay;
-  t.phase = phase;
-  t.layer = layer;
-  t.gpu = gpu;
-  t.ops_begin = ops_base_ + static_cast<std::uint32_t>(ops_.size());
-  t.ops_count = 1;
   ops_.push_back(work);
   return add(t, deps);
 }

@@ -58,8 +58,11 @@ PredictorContext predictor_context(const Scenario& s, const Cluster& cluster, co
 
 bool count_level_routing(const Scenario& s, const RoutingModel& routing) {
   if (s.routing.token_draws || !routing.supports_counts()) return false;
-  for (const auto& entry : s.policies)
-    if (!policies().get(entry.name).value.make(entry.params)->accepts_counts()) return false;
+  for (const auto& entry : s.policies) {
+    // A layer-queue policy (not stepped) draws its own routing, token by token.
+    const PolicyInfo& info = policies().get(entry.name).value;
+    if (!info.supports.stepped || !info.make(entry.params)->accepts_counts()) return false;
+  }
   for (const auto& entry : s.predictors)
     if (predictors().get(entry.name).value.make(entry.params)->needs_tokens()) return false;
   return true;

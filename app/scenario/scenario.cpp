@@ -345,7 +345,8 @@ void check_policies(Scenario& s, Diagnostics& diags) {
 // pools' GPUs (RDMA NICs across nodes, DeepEP's 8-GPU nodes for its internode kernels).
 void check_deepep(const Scenario& s, Diagnostics& diags) {
   for (const PluginEntry& e : s.policies) {
-    const auto made = policies().get(e.name).value.make(e.params);
+    const PolicyInfo& info = policies().get(e.name).value;
+    const auto made = info.supports.stepped ? info.make(e.params) : nullptr;
     if (!dynamic_cast<const ExpertParallelPolicy*>(made.get()))
       diags.error(e.where, "deployment.alltoall " + std::string(moe_all_to_all_name(s.deployment.alltoall)) +
                                " carries an expert-parallel policy's dispatch; policy '" + e.name +

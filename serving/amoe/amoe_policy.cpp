@@ -1,26 +1,12 @@
 // `amoe` in the policy registry: the options of AMoE's attention–expert split
-// (serving/amoe/layer_queues.hpp). It declares itself not stepped, so the serving engine runs it
-// in layer-queue mode (app/run/layer_queue_deployment.hpp reads the options) and never asks it to
-// plan a step; the scenario loader refuses it on prefill workloads, at the entry.
-#include <stdexcept>
-
+// (serving/amoe/layer_queues.hpp) and its capabilities. It is not stepped, so it has no Policy
+// object: the serving engine runs it in layer-queue mode (app/run/layer_queue_deployment.hpp reads
+// the options), and the scenario loader refuses it on prefill workloads, at the entry.
 #include "policies/policy.hpp"
 #include "serving/amoe/layer_scheduler.hpp"
 
 namespace moesim {
 namespace {
-
-/// AMoE's registry entry: its options and capabilities; the layer-queue runtime does the work.
-class AmoePolicy final : public Policy {
- public:
-  void setup(const PolicyContext&) override {}
-  MoeLayerOutput build_moe_layer(TaskGraph&, const PolicyContext&, const MoeLayerInput&) override {
-    throw std::logic_error("amoe runs in the serving engine's layer-queue mode, never as a step's policy");
-  }
-  std::vector<double> expert_memory_bytes(const PolicyContext& ctx) const override {
-    return std::vector<double>(static_cast<std::size_t>(ctx.cluster.num_gpus()), 0.0);
-  }
-};
 
 const bool registered = policies().add(
     "amoe",
@@ -28,7 +14,7 @@ const bool registered = policies().add(
     "each GPU runs whichever layer its scheduler picks, point-to-point transfers, no barrier",
     PolicyInfo{{ParamSpec{"attention_gpus", ParamType::kInt, "0", "GPUs",
                           "GPUs [0, n) run every block's attention data-parallel, the rest host the experts (§3.3); "
-                          "0 = half of the cluster",
+                          "0 = deployment.attention_gpus when the deployment gives the split, else half of the cluster",
                           0.0, 1e6, {}},
                 ParamSpec{"scheduler", ParamType::kString, "defrag", "",
                           "which μ-queue an idle GPU drains (§3.4): mtfs = most tokens, flfs = earliest block with "
@@ -57,7 +43,7 @@ const bool registered = policies().add(
                           "host time of one scheduling decision before each execution. Chosen: AMoE's runtime is "
                           "not profiled in the paper",
                           0.0, 1.0e6, {}}},
-               [](const ParamSet&) { return std::make_unique<AmoePolicy>(); },
+               nullptr,
                {},
                PolicyCapabilities{.expert_parallel = false, .prefill = false, .predictors = false, .stepped = false,
                                   .own_layout = "attention_gpus"}});

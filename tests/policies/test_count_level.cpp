@@ -55,7 +55,8 @@ TEST(CountLevelRouting, EveryPolicyThatAcceptsCountsPlansAndTimesExactlyAsFromTo
   std::vector<Case> cases = {{"static-ep", "{capacity_factor: 1.0}"},
                              {"static-ep", "{placement: round-robin}"},
                              {"deepspeed", "{drop_tokens: true, capacity_factor: 1.0}"}};
-  for (const auto& name : policies().names()) cases.push_back({name, "{}"});
+  for (const auto& name : policies().names())
+    if (policies().get(name).value.supports.stepped) cases.push_back({name, "{}"});
   int checked = 0;
   for (const Case& c : cases) {
     auto a = make_policy(c.name, YAML::Load(c.options));

@@ -148,10 +148,12 @@ std::vector<std::string> step_planning_policies() {
   return out;
 }
 
-TEST(PolicyRegistry, OnlyAmoeRunsOnItsOwnEngine) {
+TEST(PolicyRegistry, OnlyAmoeRunsInLayerQueueModeAndOnlyItHasNoPolicyObject) {
   const auto planning = step_planning_policies();
   EXPECT_EQ(planning.size() + 1, policies().names().size());
   EXPECT_EQ(std::count(planning.begin(), planning.end(), "amoe"), 0);
+  for (const std::string& name : policies().names())
+    EXPECT_EQ(static_cast<bool>(policies().get(name).value.make), policies().get(name).value.supports.stepped) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyProperties, ::testing::ValuesIn(step_planning_policies()), test_name);
