@@ -1,3 +1,4 @@
+#include "hardware/cluster_run.hpp"
 #include "hardware/collectives.hpp"
 
 #include <algorithm>
@@ -357,13 +358,10 @@ Tick collective_time(const Cluster& c, CollectiveKind kind, int gpus, double byt
       break;
     }
   }
-  Simulator sim;
-  const auto net = make_network(c.spec().network_model, sim);
-  c.install(*net);
   const ComputeCostModel no_compute(c.spec().gpu);  // the plan has transfers and delays only
-  PlanExecutor exec(sim, *net, c.num_gpus(), engine_hooks(c, no_compute));
-  exec.run(g);
-  return sim.now();
+  ClusterRun run(c, no_compute);
+  run.exec.run(g);
+  return run.sim.now();
 }
 
 }  // namespace moesim

@@ -33,9 +33,24 @@ ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff,
   }
 }
 
+Registry<ComputeModelInfo>& compute_models() {
+  static Registry<ComputeModelInfo> r = [] {
+    Registry<ComputeModelInfo> reg("compute model");
+    reg.add("roofline",
+            "the slower of a kernel's FLOPs (with tile, k-loop and wave losses) and its memory traffic, plus launch",
+            {[](ComputeEfficiency&) {}});
+    reg.add("flops-only",
+            "time proportional to FLOPs at peak efficiency, no memory-bound regime (MoE-GPS §5: the simulator "
+            "'assumes ... compute is saturated')",
+            {[](ComputeEfficiency& e) { e.flops_only = true; }});
+    return reg;
+  }();
+  return r;
+}
+
 ComputeCostModel ComputeCostModel::for_cluster(const ClusterSpec& spec) {
   ComputeEfficiency eff;
-  eff.flops_only = spec.compute_model == "flops-only";
+  compute_models().get(spec.compute_model).value.apply(eff);
   ComputeCostModel model(spec.gpu, eff, spec.calibration);
   // A profile's measured host speed replaces the preset's.
   const bool measured = spec.calibration && spec.calibration->host_speed;

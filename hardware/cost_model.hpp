@@ -3,11 +3,13 @@
 // plus the kernel launch. η comes from datasheet-level default curves; a calibration profile
 // (measured efficiency tables) replaces them where it has data.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "core/registry.hpp"
 #include "hardware/cluster.hpp"
 #include "hardware/gpu_spec.hpp"
 #include "hardware/host_cost.hpp"
@@ -29,6 +31,14 @@ struct ComputeEfficiency {
   /// or k-loop losses (ClusterSpec::compute_model "flops-only").
   bool flops_only = false;
 };
+
+/// A compute model in the registry: what it changes in the default efficiencies.
+struct ComputeModelInfo {
+  std::function<void(ComputeEfficiency&)> apply;
+};
+/// The compute models (hardware.compute_model), each with a one-line description: "roofline"
+/// and "flops-only" (MoE-GPS §5's saturated-compute assumption).
+Registry<ComputeModelInfo>& compute_models();
 
 /// The factors of a GEMM's default compute efficiency η_c = peak · use_m · use_n · k_loop · wave_use.
 struct GemmEfficiencyParts {

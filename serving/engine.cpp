@@ -11,21 +11,21 @@
 #include "serving/two_batch.hpp"
 #include "sim/network_backend.hpp"
 #include "hardware/host_cost.hpp"
+#include "hardware/cluster_run.hpp"
 #include "hardware/phase.hpp"
 
 namespace moesim {
 
-/// The simulator, network and executor one serving run owns.
+/// What one serving run owns: its cluster's simulator, network and executor (hardware/cluster_run.hpp),
+/// with the kernels of a GPU that replays a CUDA graph priced as replayed.
 struct ServingEngine::Engine {
-  Simulator sim;
-  std::unique_ptr<NetworkBackend> net;  ///< the backend hardware.network_model names
   /// Per GPU: its step replays a CUDA graph, whose kernels pay graph_kernel_us each.
   std::vector<char> graph_mode;
-  PlanExecutor exec;
+  ClusterRun run;
+  Simulator& sim = run.sim;
+  PlanExecutor& exec = run.exec;
   Engine(const Cluster& cluster, const ComputeCostModel& cost, double graph_kernel_us, bool two_batch_overlap)
-      : net(make_network(cluster.spec().network_model, sim)),
-        graph_mode(static_cast<std::size_t>(cluster.num_gpus()), 0),
-        exec((cluster.install(*net), sim), *net, cluster.num_gpus(), hooks(cluster, cost, graph_kernel_us)) {
+      : graph_mode(static_cast<std::size_t>(cluster.num_gpus()), 0), run(cluster, hooks(cluster, cost, graph_kernel_us)) {
     // Two-batch overlap: of the ready kernels, the one earliest in program order (layer, then
     // micro-batch) runs first, so that a micro-batch reaches its dispatch without waiting for the
     // other's work of the same layer (SGLang's TBO interleaves its operations that way).

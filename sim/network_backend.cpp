@@ -7,10 +7,22 @@
 
 namespace moesim {
 
+Registry<NetworkModelInfo>& network_models() {
+  static Registry<NetworkModelInfo> r = [] {
+    Registry<NetworkModelInfo> reg("network model");
+    reg.add("flow",
+            "max-min fair sharing recomputed on every flow start and end (exact when collectives overlap; up to "
+            "~64 GPUs)",
+            {[](Simulator& sim) -> std::unique_ptr<NetworkBackend> { return std::make_unique<FlowNetwork>(sim); }});
+    reg.add("analytic", "each tick's transfers priced from the bytes on their busiest link (very large clusters)",
+            {[](Simulator& sim) -> std::unique_ptr<NetworkBackend> { return std::make_unique<AnalyticNetwork>(sim); }});
+    return reg;
+  }();
+  return r;
+}
+
 std::unique_ptr<NetworkBackend> make_network(const std::string& model, Simulator& sim) {
-  if (model == "flow") return std::make_unique<FlowNetwork>(sim);
-  if (model == "analytic") return std::make_unique<AnalyticNetwork>(sim);
-  throw std::invalid_argument("unknown network model '" + model + "' (valid: flow, analytic)");
+  return network_models().get(model).value.make(sim);
 }
 
 }  // namespace moesim

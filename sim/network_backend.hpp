@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.hpp"
 #include "sim/hop_latency.hpp"
 #include "sim/simulator.hpp"
 
@@ -49,7 +50,15 @@ class NetworkBackend {
   virtual std::size_t active_flows() const = 0;
 };
 
-/// The backends by name: "flow" (default) or "analytic".
+/// A network backend in the registry: how it is built on a simulator.
+struct NetworkModelInfo {
+  std::function<std::unique_ptr<NetworkBackend>(Simulator&)> make;
+};
+/// The network backends (hardware.network_model), each with a one-line description: "flow"
+/// (max-min fair sharing) and "analytic" (per-tick link loads).
+Registry<NetworkModelInfo>& network_models();
+
+/// The backend `model` names (a registry miss lists the valid names).
 std::unique_ptr<NetworkBackend> make_network(const std::string& model, Simulator& sim);
 
 }  // namespace moesim

@@ -9,6 +9,7 @@
 #include "hardware/collective_explain.hpp"
 #include "hardware/collectives.hpp"
 #include "hardware/cost_model.hpp"
+#include "sim/network_backend.hpp"
 
 namespace moesim {
 
@@ -230,8 +231,7 @@ Cluster collective_cluster(const std::string& kind_name, const std::string& hard
   if (nodes < 0) throw InputError(SourceLocation{"--nodes", 0, 0}, "must be a positive whole number, got " + std::to_string(nodes));
   if (!std::isfinite(bytes) || bytes < 0.0)
     throw InputError(SourceLocation{"--bytes", 0, 0}, "must be a finite number >= 0");
-  if (network_model != "flow" && network_model != "analytic")
-    throw InputError(SourceLocation{"--network-model", 0, 0}, "'" + network_model + "' is not one of flow, analytic");
+  network_models().get(network_model, SourceLocation{"--network-model", 0, 0});
   cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
   ClusterSpec spec = calibrated_preset(hardware, calibration);
   spec.network_model = network_model;

@@ -22,6 +22,7 @@
 #include "policies/memory.hpp"
 #include "predictors/predictor.hpp"
 #include "sim/plan_executor.hpp"
+#include "hardware/cluster_run.hpp"
 #include "hardware/phase.hpp"
 
 namespace moesim {
@@ -97,10 +98,9 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   at_entry(pred, [&] { predictor->setup(pctx); });
   const bool by_count = count_level_routing(s, *routing);
 
-  Simulator sim;
-  const auto net = make_network(s.hardware.network_model, sim);
-  cluster.install(*net);
-  PlanExecutor exec(sim, *net, cluster.num_gpus(), engine_hooks(cluster, cost));
+  ClusterRun cluster_run(cluster, cost);
+  Simulator& sim = cluster_run.sim;
+  PlanExecutor& exec = cluster_run.exec;
   MetricsCollector metrics(cluster);
   // Built only when a trace is written: its per-GPU lane metadata is a noticeable share of a
   // small run (sweeps run thousands).

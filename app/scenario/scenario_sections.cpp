@@ -7,7 +7,9 @@
 
 #include "app/scenario/scenario_keys.hpp"
 #include "core/json_input.hpp"
+#include "hardware/cost_model.hpp"
 #include "models/hf_config.hpp"
+#include "sim/network_backend.hpp"
 
 namespace moesim {
 namespace {
@@ -350,13 +352,13 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
                    "how transfers are timed: flow = max-min fair sharing recomputed on every flow start/end "
                    "(use up to ~64 GPUs, or when overlapping collectives contend); analytic = each tick's "
                    "transfers priced from the bytes on their busiest link (use for very large clusters)",
-                   {"flow", "analytic"}),
+                   network_models().names()),
       choice_field("compute_model", c.compute_model,
                    "how kernels are priced: roofline = the slower of their FLOPs (with tile and k-loop "
                    "losses) and their memory traffic; flops-only = time proportional to FLOPs at peak "
                    "efficiency, no memory-bound regime (MoE-GPS §2: FFN time grows with its tokens; §5: "
                    "the simulator 'assumes ... compute is saturated')",
-                   {"roofline", "flops-only"}),
+                   compute_models().names()),
   };
 }
 

@@ -106,3 +106,30 @@ TEST(HostCost, AProfilesMeasuredHostSpeedReplacesThePresets) {
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+// Network and compute models are registries like the others (SimGrid-style: each entry with a
+// description, a miss naming the valid ones), and the scenario's choices are their names.
+TEST(ModelRegistries, NetworkAndComputeModelsAreRegistriesWithDescriptions) {
+  EXPECT_EQ(network_models().names(), (std::vector<std::string>{"analytic", "flow"}));
+  EXPECT_EQ(compute_models().names(), (std::vector<std::string>{"flops-only", "roofline"}));
+  for (const auto* e : network_models().entries()) EXPECT_FALSE(e->description.empty()) << e->name;
+  for (const auto* e : compute_models().entries()) EXPECT_FALSE(e->description.empty()) << e->name;
+  Simulator sim;
+  EXPECT_NE(make_network("analytic", sim), nullptr);
+  try {
+    make_network("packet", sim);
+    ADD_FAILURE() << "no error for an unknown network model";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.diagnostics().front().message.find("flow"), std::string::npos) << e.diagnostics().front().message;
+  }
+  ComputeEfficiency eff;
+  compute_models().get("flops-only").value.apply(eff);
+  EXPECT_TRUE(eff.flops_only);
+  ClusterSpec spec = cluster_presets().get("dgx-a100").value;
+  spec.compute_model = "flops-only";
+  EXPECT_TRUE(ComputeCostModel::for_cluster(spec).efficiency().flops_only);
+}
+
+}  // namespace moesim

@@ -1,6 +1,7 @@
 // Analytic network backend: closed-form answers of the per-tick link-load model.
 #include <gtest/gtest.h>
 
+#include "core/diagnostics.hpp"
 #include "sim/analytic_network.hpp"
 
 namespace moesim {
@@ -137,7 +138,8 @@ TEST(AnalyticNetwork, RejectsBadLinksAndBytes) {
 TEST(AnalyticNetwork, MadeByName) {
   Simulator sim;
   EXPECT_NE(dynamic_cast<AnalyticNetwork*>(make_network("analytic", sim).get()), nullptr);
-  EXPECT_THROW(make_network("packet", sim), std::invalid_argument);
+  // A registry miss (network_models()) is an input error listing the valid names.
+  EXPECT_THROW(make_network("packet", sim), InputError);
 }
 
 }  // namespace moesim
