@@ -13,6 +13,7 @@
 #include "app/run/gpu_time.hpp"
 #include "app/run/layer_breakdown.hpp"
 #include "hardware/cluster.hpp"
+#include "serving/batch_feed.hpp"
 #include "sim/plan_executor.hpp"
 
 namespace moesim {
@@ -30,7 +31,7 @@ struct TrafficBytes {
 
 /// Observes one batch task by task. Tasks must be handed over in id order, each exactly once;
 /// results equal those of the whole plan's timings however the hand-overs split it.
-class BatchRecorder {
+class BatchRecorder final : public BatchObserver {
  public:
   /// A batch that began at `start`. Transfers are counted into `bytes` as they are handed over
   /// (a run's total, so that it sums in the same order whatever the batches' split).
@@ -38,10 +39,10 @@ class BatchRecorder {
 
   /// Tasks [first, first + timing.size()) of the batch's plan, finished. No task handed over
   /// later starts before `horizon`.
-  void add(const TaskGraph& plan, TaskId first, std::span<const TaskTiming> timing, Tick horizon);
+  void add(const TaskGraph& plan, TaskId first, std::span<const TaskTiming> timing, Tick horizon) override;
   /// Layers before `layer` are complete: none of their tasks is handed over any more (a later one
   /// is a std::logic_error). Their latency, all-to-all time and breakdown are taken now.
-  void close_layers(int layer);
+  void close_layers(int layer) override;
   /// Closes every layer and the per-GPU breakdown; call once, after the last hand-over.
   void finish();
 

@@ -1,4 +1,3 @@
-#include "sim/network_backend.hpp"
 #include "app/run/runner.hpp"
 
 #include <algorithm>
@@ -8,7 +7,6 @@
 #include <optional>
 #include <utility>
 
-#include "app/run/batch_feed.hpp"
 #include "app/run/metrics.hpp"
 #include "app/run/parallel.hpp"
 #include "app/run/run_context.hpp"
@@ -21,7 +19,7 @@
 #include "serving/batch_planner.hpp"
 #include "policies/memory.hpp"
 #include "predictors/predictor.hpp"
-#include "sim/plan_executor.hpp"
+#include "serving/prefill_driver.hpp"
 #include "hardware/cluster_run.hpp"
 #include "hardware/phase.hpp"
 
@@ -96,48 +94,37 @@ nlohmann::json run_one(const Scenario& s, const PolicyEntry& entry, const Predic
   const PredictorContext pctx = predictor_context(s, cluster, *routing);
   auto predictor = predictors().get(pred.name).value.make(pred.params);
   at_entry(pred, [&] { predictor->setup(pctx); });
-  const bool by_count = count_level_routing(s, *routing);
 
   ClusterRun cluster_run(cluster, cost);
-  Simulator& sim = cluster_run.sim;
-  PlanExecutor& exec = cluster_run.exec;
+  const Simulator& sim = cluster_run.sim;
   MetricsCollector metrics(cluster);
   // Built only when a trace is written: its per-GPU lane metadata is a noticeable share of a
   // small run (sweeps run thousands).
   const bool tracing = s.trace && !trace_dir.empty();
   std::optional<ChromeTrace> trace;
   if (tracing) trace.emplace(cluster.num_gpus(), phase_name);
-  std::vector<std::int64_t> peak_selections(cluster.num_gpus(), 0);
-  for (int b = 0; b < static_cast<int>(s.workload.batches); ++b) {
-    std::optional<BatchRecorder> recorder;
-    if (b >= s.workload.warmup_batches) recorder.emplace(metrics.begin_batch(sim.now()));
-    // The batch is planned a layer at a time while it runs, and finished layers are dropped: the
-    // whole graph of a large cluster's batch would not fit in memory. A trace needs every task,
-    // so a traced batch is planned whole first (with the same plan, timings and metrics).
-    BatchFeed feed(s, *policy, ctx, *routing, *predictor, by_count, b, home, recorder ? &*recorder : nullptr);
-    TaskGraph graph;
-    if (tracing) {
-      feed.plan_all(graph);
-      const std::vector<TaskTiming> timing = exec.run(graph);
-      feed.retire(graph, 0, timing, kTickMax);
-      trace->add_batch(graph, timing, b);
-    } else {
-      exec.run_fed(graph, feed);
-    }
+  std::optional<BatchRecorder> recorder;
+  PrefillDriver::Hooks hooks;
+  hooks.begin_batch = [&](int b) -> BatchObserver* {
+    recorder.reset();
+    if (b < s.workload.warmup_batches) return nullptr;
+    return &recorder.emplace(metrics.begin_batch(sim.now()));
+  };
+  hooks.end_batch = [&](int b, const BatchFeed& feed) {
     if (recorder) {
       recorder->finish();
       metrics.add_batch(b, *recorder, feed.moe(), feed.skewness(), s.workload.tokens_per_batch(), feed.forecasts());
     }
-    if (predictor->observes())
-      for (std::size_t l = 0; l < feed.routings().size(); ++l)
-        predictor->observe(b, static_cast<int>(l), feed.routings()[l]);
-    for (const auto& moe : feed.moe()) {
-      const auto& rows = moe.gpu_rows.empty() ? moe.gpu_tokens : moe.gpu_rows;  // padding takes memory too
-      for (std::size_t g = 0; g < rows.size(); ++g) peak_selections[g] = std::max(peak_selections[g], rows[g]);
-    }
     if (batch_done) batch_done();
-  }
-  const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, peak_selections);
+  };
+  if (tracing)
+    hooks.trace = [&](int b, const TaskGraph& graph, const std::vector<TaskTiming>& timing) {
+      trace->add_batch(graph, timing, b);
+    };
+  const BatchDraws draws{s.seed, s.workload.tokens_per_batch(), count_level_routing(s, *routing)};
+  PrefillDriver driver(cluster_run.exec, *policy, ctx, *routing, *predictor, draws, home);
+  driver.run(static_cast<int>(s.workload.batches), hooks);
+  const MemoryEstimate mem = estimate_memory(s.model, cluster, *policy, ctx, home, driver.peak_selections());
   check_fits(mem, cluster, entry);
   metrics.set_memory(mem.total());
 

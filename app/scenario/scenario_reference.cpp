@@ -138,8 +138,9 @@ std::string supports_text(const PolicyInfo& info) {
   out += c.expert_parallel ? "; places experts over the GPUs (needs deployment.expert_parallel)"
                            : "; lays experts out without expert parallelism";
   if (!c.predictors) out += "; no predictor";
-  if (!c.stepped) out += "; runs on an engine of its own (no layer sampling, no trace)";
-  if (!c.own_layout.empty()) out += "; splits the GPUs itself (" + c.own_layout + ")";
+  if (!c.stepped) out += "; runs in the serving engine's layer-queue mode, planning no synchronous step (no layer sampling)";
+  if (!c.own_layout.empty())
+    out += "; splits the GPUs itself (" + c.own_layout + ", or deployment." + c.own_layout + ")";
   return out + ".";
 }
 

@@ -1,4 +1,4 @@
-// Prefill batches planned layer by layer while they run (app/batch_feed.hpp) give exactly the
+// Prefill batches planned layer by layer while they run (serving/batch_feed.hpp, driven by serving/prefill_driver.hpp) give exactly the
 // metrics of the whole plan built up front, for every policy and for predictors that spend time
 // or learn online; the per-GPU breakdown does not depend on how its tasks were handed over.
 #include <gtest/gtest.h>

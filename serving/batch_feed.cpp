@@ -1,23 +1,20 @@
-#include "app/run/batch_feed.hpp"
+#include "serving/batch_feed.hpp"
 
-#include "app/run/run_context.hpp"
 #include "core/rng.hpp"
 #include "serving/batch_planner.hpp"
 
 namespace moesim {
 
-BatchFeed::BatchFeed(const Scenario& s, Policy& policy, const PolicyContext& ctx, const RoutingModel& routing,
-                     Predictor& predictor, bool by_count, int batch, const std::vector<std::int64_t>& home,
-                     BatchRecorder* recorder)
-    : s_(s),
+BatchFeed::BatchFeed(const BatchDraws& draws, Policy& policy, const PolicyContext& ctx, const RoutingModel& routing,
+                     Predictor& predictor, int batch, const std::vector<std::int64_t>& home, BatchObserver* observer)
+    : draws_(draws),
       policy_(policy),
       ctx_(ctx),
       routing_(routing),
       predictor_(predictor),
-      by_count_(by_count),
       batch_(batch),
       home_(home),
-      recorder_(recorder) {}
+      observer_(observer) {}
 
 // A MoE layer is routed and forecast as it is planned. Each layer draws from streams of its own
 // (batch, layer), and the predictor only learns after the batch, so the draws and forecasts are
@@ -27,11 +24,11 @@ bool BatchFeed::extend(TaskGraph& plan) {
   if (builder_->next_is_moe()) {
     const int l = builder_->next_moe_index();
     const auto ub = static_cast<std::uint64_t>(batch_), ul = static_cast<std::uint64_t>(l);
-    Rng rng = Rng::derive(s_.seed, Stream::kBatchRouting, ub, ul);
-    LayerRouting layer = by_count_ ? routing_.route_counts(batch_, l, home_, rng)
-                                   : routing_.route(batch_, l, s_.workload.tokens_per_batch(), rng);
+    Rng rng = Rng::derive(draws_.seed, Stream::kBatchRouting, ub, ul);
+    LayerRouting layer = draws_.by_count ? routing_.route_counts(batch_, l, home_, rng)
+                                   : routing_.route(batch_, l, draws_.tokens_per_batch, rng);
     skew_.push_back(layer.skewness());
-    Rng frng = Rng::derive(s_.seed, Stream::kBatchPredictor, ub, ul);
+    Rng frng = Rng::derive(draws_.seed, Stream::kBatchPredictor, ub, ul);
     const Forecast forecast = predictor_.forecast(batch_, l, layer, frng);
     builder_->add_layer(plan, &layer, &forecast);
     moe_.push_back(builder_->take_moe_output());
@@ -49,13 +46,13 @@ bool BatchFeed::extend(TaskGraph& plan) {
 }
 
 void BatchFeed::retire(const TaskGraph& plan, TaskId first, std::span<const TaskTiming> timing, Tick horizon) {
-  if (!recorder_) return;
-  recorder_->add(plan, first, timing, horizon);
+  if (!observer_) return;
+  observer_->add(plan, first, timing, horizon);
   // Part p holds model layer p's tasks (and tasks of no layer): a layer is complete with its part.
   const auto end = first + static_cast<TaskId>(timing.size());
   while (closed_parts_ < static_cast<int>(part_end_.size()) && part_end_[static_cast<std::size_t>(closed_parts_)] <= end)
     ++closed_parts_;
-  recorder_->close_layers(closed_parts_);
+  observer_->close_layers(closed_parts_);
 }
 
 void BatchFeed::plan_all(TaskGraph& plan) {
