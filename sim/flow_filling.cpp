@@ -34,7 +34,7 @@ void FlowNetwork::refill() {
   const std::size_t n_links = links_.size();
   if (cap_left_.size() < n_links) {
     cap_left_.resize(n_links);
-    share_.resize(n_links);
+    cand_pos_.resize(n_links);
     unfrozen_.resize(n_links);
     link_stamp_.resize(n_links);
     link_start_.resize(n_links);
@@ -99,13 +99,16 @@ void FlowNetwork::restore_links(std::uint32_t from) {
   // Flows per link (CSR over the refill set), so a round visits only its bottleneck's flows.
   std::uint32_t pos = 0;
   candidates_.clear();
+  cand_share_.clear();
+  dead_candidates_ = 0;
   for (LinkId l : touched_) {
     link_start_[l] = pos;
     pos += link_fill_[l];
     link_fill_[l] = link_start_[l];
     if (unfrozen_[l] > 0) {
-      share_[l] = cap_left_[l] / static_cast<double>(unfrozen_[l]);
+      cand_pos_[l] = static_cast<std::uint32_t>(candidates_.size());
       candidates_.push_back(l);
+      cand_share_.push_back(cap_left_[l] / static_cast<double>(unfrozen_[l]));
     }
   }
   link_flows_.resize(pos);
@@ -119,22 +122,21 @@ void FlowNetwork::fill_rounds(std::uint32_t from) {
   std::size_t left = refill_set_.size();
   std::uint32_t round = from;
   while (left > 0) {
-    // The bottleneck: smallest share per unfrozen member; ties to the lower link id.
+    // The bottleneck: smallest share per unfrozen member; ties to the lower link id. The shares
+    // sit in one dense array (a link without unfrozen flows holds +inf), so the scan is a tight
+    // loop over doubles; holes are squeezed out once they are half of it. (A heap of the shares,
+    // eager or lazy, was measured slower: a round changes about as many shares as there are
+    // candidates, and they grow together, so the smallest keys keep going stale.)
+    if (2 * dead_candidates_ > cand_share_.size()) compact_candidates();
     LinkId bottleneck = std::numeric_limits<LinkId>::max();
     double share = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < candidates_.size();) {
-      const LinkId l = candidates_[i];
-      if (unfrozen_[l] == 0) {
-        candidates_[i] = candidates_.back();
-        candidates_.pop_back();
-        continue;
-      }
-      const double s = share_[l];
-      if (s < share || (s == share && l < bottleneck)) {
+    const double* shares = cand_share_.data();
+    for (std::size_t i = 0, n = cand_share_.size(); i < n; ++i) {
+      const double s = shares[i];
+      if (s <= share && (s < share || candidates_[i] < bottleneck)) {
         share = s;
-        bottleneck = l;
+        bottleneck = candidates_[i];
       }
-      ++i;
     }
     assert(std::isfinite(share));
     ++stamp_;
@@ -162,11 +164,31 @@ void FlowNetwork::fill_rounds(std::uint32_t from) {
     }
     for (LinkId l : round_links_) {
       link_log_[l].push_back(LogEntry{round, cap_left_[l]});
-      if (unfrozen_[l] > 0) share_[l] = cap_left_[l] / static_cast<double>(unfrozen_[l]);
+      double& cs = cand_share_[cand_pos_[l]];
+      if (unfrozen_[l] > 0) {
+        cs = cap_left_[l] / static_cast<double>(unfrozen_[l]);
+      } else if (cs != std::numeric_limits<double>::infinity()) {
+        cs = std::numeric_limits<double>::infinity();  // never a candidate again in this filling
+        ++dead_candidates_;
+      }
     }
     round_start_.push_back(static_cast<std::uint32_t>(round_flows_.size()));
     ++round;
   }
+}
+
+void FlowNetwork::compact_candidates() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < cand_share_.size(); ++i) {
+    if (cand_share_[i] == std::numeric_limits<double>::infinity()) continue;
+    cand_share_[kept] = cand_share_[i];
+    candidates_[kept] = candidates_[i];
+    cand_pos_[candidates_[kept]] = static_cast<std::uint32_t>(kept);
+    ++kept;
+  }
+  cand_share_.resize(kept);
+  candidates_.resize(kept);
+  dead_candidates_ = 0;
 }
 
 void FlowNetwork::set_rates() {

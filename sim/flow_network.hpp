@@ -103,6 +103,7 @@ class FlowNetwork final : public NetworkBackend {
   void collect_refill_set(std::uint32_t from_round);
   void restore_links(std::uint32_t from_round);
   void fill_rounds(std::uint32_t from_round);
+  void compact_candidates();
   void set_rates();
 
   Simulator& sim_;
@@ -128,7 +129,12 @@ class FlowNetwork final : public NetworkBackend {
   std::vector<std::vector<LogEntry>> link_log_;  ///< per link, undo log of cap_left by round
   std::vector<LinkId> removed_links_;            ///< links of flows removed since the last fill
   // Scratch, indexed by link or slot.
-  std::vector<double> cap_left_, share_;  ///< share_: cap_left_ / unfrozen_, kept current
+  std::vector<double> cap_left_;
+  // The bottleneck candidates: links with unfrozen flows, their shares (cap_left_ / unfrozen_,
+  // kept current; +inf once a link has none) in a dense array, and each link's position in it.
+  std::vector<double> cand_share_;
+  std::size_t dead_candidates_ = 0;
+  std::vector<std::uint32_t> cand_pos_;
   std::vector<std::uint32_t> unfrozen_, link_stamp_, link_start_, link_fill_, link_flows_;
   std::uint32_t stamp_ = 0;
   std::vector<LinkId> touched_, candidates_, round_links_;
