@@ -127,7 +127,7 @@ void FlowNetwork::fill_rounds(std::uint32_t from) {
     // loop over doubles; holes are squeezed out once they are half of it. (A heap of the shares,
     // eager or lazy, was measured slower: a round changes about as many shares as there are
     // candidates, and they grow together, so the smallest keys keep going stale.)
-    if (2 * dead_candidates_ > cand_share_.size()) compact_candidates();
+    if (dead_candidates_ > 16 && 2 * dead_candidates_ > cand_share_.size()) compact_candidates();
     LinkId bottleneck = std::numeric_limits<LinkId>::max();
     double share = std::numeric_limits<double>::infinity();
     const double* shares = cand_share_.data();
@@ -154,7 +154,9 @@ void FlowNetwork::fill_rounds(std::uint32_t from) {
       const auto members = static_cast<std::uint32_t>(f.members.size());
       for (LinkId l : f.path) {
         // Member by member, as separate flows would: coalescing changes no arithmetic.
-        for (std::uint32_t m = 0; m < members; ++m) cap_left_[l] = std::max(0.0, cap_left_[l] - share);
+        double cap = cap_left_[l];
+        for (std::uint32_t m = 0; m < members; ++m) cap = std::max(0.0, cap - share);
+        cap_left_[l] = cap;
         unfrozen_[l] -= members;
         if (link_stamp_[l] != stamp_) {
           link_stamp_[l] = stamp_;

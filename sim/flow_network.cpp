@@ -38,8 +38,24 @@ FlowId FlowNetwork::start_flow(const std::vector<LinkId>& path, double bytes, Do
     assert(l < links_.size());
     if (hop == HopLatency::kPaid) latency += links_[l].latency;
   }
-  sim_.after(latency, [this, path, bytes, m = Member{id, std::move(on_done)}]() mutable {
-    activate(path, bytes, std::move(m));
+  // The flow waits for its hops in a reused slot, so the event holds two words (no allocation).
+  std::uint32_t wait;
+  if (!free_waiting_.empty()) {
+    wait = free_waiting_.back();
+    free_waiting_.pop_back();
+  } else {
+    wait = static_cast<std::uint32_t>(waiting_.size());
+    waiting_.emplace_back();
+  }
+  Waiting& w = waiting_[wait];
+  w.path.assign(path.begin(), path.end());
+  w.bytes = bytes;
+  w.member = Member{id, std::move(on_done)};
+  sim_.after(latency, [this, wait] {
+    Waiting& w = waiting_[wait];
+    activate(w.path, w.bytes, std::move(w.member));  // starts no flow itself: waiting_ stays put
+    w.member.on_done = nullptr;
+    free_waiting_.push_back(wait);
   });
   return id;
 }
@@ -119,7 +135,8 @@ void FlowNetwork::reallocate() {
 void FlowNetwork::on_completion_check(std::uint64_t generation) {
   if (generation != generation_) return;  // superseded by a later reallocation
   // Everything due within the next tick is complete: less than one tick of bytes is left.
-  std::vector<std::uint32_t> finished;
+  std::vector<std::uint32_t>& finished = finished_;
+  finished.clear();
   const Tick now = sim_.now();
   while (!due_.empty() && due_.top_tick() <= now + 1) {
     finished.push_back(due_.top_slot());
@@ -128,7 +145,10 @@ void FlowNetwork::on_completion_check(std::uint64_t generation) {
   // Callbacks in activation order, as the flows' ids give it.
   std::sort(finished.begin(), finished.end(),
             [&](std::uint32_t a, std::uint32_t b) { return flows_[a].members[0].id < flows_[b].members[0].id; });
+  // The callbacks may start flows (never a completion check): their list is the reused scratch's,
+  // taken out while they run.
   std::vector<DoneCallback> done;
+  done.swap(done_scratch_);
   for (std::uint32_t s : finished) {
     Flow& f = flows_[s];
     for (LinkId l : f.path) {
@@ -144,6 +164,8 @@ void FlowNetwork::on_completion_check(std::uint64_t generation) {
   }
   request_reallocate();
   for (auto& cb : done) cb();
+  done.clear();
+  done_scratch_.swap(done);
 }
 
 }  // namespace moesim

@@ -94,6 +94,12 @@ class FlowNetwork final : public NetworkBackend {
     double cap_left;  ///< bytes per tick left on the link after that round
   };
 
+  /// A flow in its latency phase: what activate() will take.
+  struct Waiting {
+    std::vector<LinkId> path;
+    double bytes = 0.0;
+    Member member;
+  };
   void activate(const std::vector<LinkId>& path, double bytes, Member m);
   void request_reallocate();
   void reallocate();
@@ -117,6 +123,10 @@ class FlowNetwork final : public NetworkBackend {
   std::uint64_t generation_ = 0;
   std::uint64_t reallocations_ = 0, refilled_ = 0;
   DueHeap due_;  ///< completion tick per active slot
+  std::vector<Waiting> waiting_;  ///< slots; free ones are reused
+  std::vector<std::uint32_t> free_waiting_;
+  std::vector<std::uint32_t> finished_;   ///< on_completion_check's scratch
+  std::vector<DoneCallback> done_scratch_;
 
   // Coalescing: entries activated at this tick and not yet filled, by (path, bytes).
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> fresh_;

@@ -83,13 +83,26 @@ ServingMetrics::ServingMetrics(const Cluster& cluster, std::int64_t warmup_reque
 void ServingMetrics::add_step(const StepRecord& step) {
   const TaskGraph& g = step.plan->graph;
   // A pool's steps never overlap, and its GPUs are its own: each GPU's windows are disjoint.
-  const std::vector<GpuTime> t = gpu_time_breakdown(g, *step.timing, cluster_.num_gpus(), step.start, step.end);
+  std::vector<GpuTime> t;
+  if (!step.plan->moe.empty() && step.timing->size() == g.size()) {
+    // Each MoE layer's latency and all-to-all window within the step, as a prefill batch
+    // measures them; the same pass counts the step's transfers into the run's bytes and sweeps
+    // the per-GPU breakdown (every task ends by the step's end, so nothing is clipped).
+    BatchRecorder layers(cluster_, step.start, bytes_);
+    layers.add(g, 0, *step.timing, step.end);
+    layers.finish();
+    moe_layer_ms_.insert(moe_layer_ms_.end(), layers.layer_ms().begin(), layers.layer_ms().end());
+    alltoall_ms_.insert(alltoall_ms_.end(), layers.alltoall_ms().begin(), layers.alltoall_ms().end());
+    t = layers.gpu_time();
+  } else {
+    t = gpu_time_breakdown(g, *step.timing, cluster_.num_gpus(), step.start, step.end);
+    for (const Task& task : g.tasks()) bytes_.add(task, cluster_);
+  }
   for (std::size_t gpu = 0; gpu < t.size(); ++gpu) {
     GpuTime busy = t[gpu];
     busy.waiting = 0;  // waiting is what the run's length leaves, computed in the summary
     gpu_time_[gpu] += busy;
   }
-  for (const Task& task : g.tasks()) bytes_.add(task, cluster_);
   for (const MoeLayerOutput& moe : step.plan->moe) {
     dropped_ += moe.tokens_dropped * moe.repeat;  // a sampled layer stands for its block
     bytes_.intra_gpu += moe.local_bytes * moe.repeat;
@@ -97,16 +110,6 @@ void ServingMetrics::add_step(const StepRecord& step) {
     const double mx = static_cast<double>(*std::max_element(moe.gpu_tokens.begin(), moe.gpu_tokens.end()));
     if (total > 0) gpu_imbalance_.push_back(mx / (total / static_cast<double>(moe.gpu_tokens.size())));
     if (total > 0) gpu_load_std_.push_back(gpu_load_std(moe.gpu_tokens));
-  }
-  if (!step.plan->moe.empty() && step.timing->size() == g.size()) {
-    // Each MoE layer's latency and all-to-all window within the step, as a prefill batch
-    // measures them (the step's bytes are counted above).
-    TrafficBytes counted_above;
-    BatchRecorder layers(cluster_, step.start, counted_above);
-    layers.add(g, 0, *step.timing, step.end);
-    layers.finish();
-    moe_layer_ms_.insert(moe_layer_ms_.end(), layers.layer_ms().begin(), layers.layer_ms().end());
-    alltoall_ms_.insert(alltoall_ms_.end(), layers.alltoall_ms().begin(), layers.alltoall_ms().end());
   }
   skewness_.insert(skewness_.end(), step.skewness.begin(), step.skewness.end());
   const double ms = ticks_to_ms(step.end - step.start);
