@@ -76,11 +76,11 @@ void FlowNetwork::activate(const std::vector<LinkId>& path, double bytes, Member
   }
   ++active_members_;
   if (fresh_tick_ != sim_.now()) {
-    fresh_ = {};  // clear() would walk every bucket of the last burst
+    forget_fresh();
     fresh_tick_ = sim_.now();
   }
-  auto& same = fresh_[path_key(path, bytes)];
-  for (std::uint32_t s : same) {
+  const std::uint64_t key = path_key(path, bytes);
+  for (std::uint32_t s = fresh_head(key); s != kNoSlot; s = fresh_next_[s]) {
     Flow& f = flows_[s];
     if (f.bytes == bytes && f.path.equals(path)) {
       f.members.push_back(std::move(m));
@@ -95,6 +95,7 @@ void FlowNetwork::activate(const std::vector<LinkId>& path, double bytes, Member
   } else {
     slot = static_cast<std::uint32_t>(flows_.size());
     flows_.emplace_back();
+    fresh_next_.push_back(kNoSlot);
   }
   Flow& f = flows_[slot];
   f.path.assign(path);
@@ -106,9 +107,52 @@ void FlowNetwork::activate(const std::vector<LinkId>& path, double bytes, Member
   f.done_at = kTickMax;
   f.round = kNoRound;
   f.alive = true;
-  same.push_back(slot);
+  std::uint32_t& head = fresh_head_ref(key);
+  fresh_next_[slot] = head;
+  head = slot;
   full_refill_ = true;  // a new flow can lower any round's level: fill from scratch
   request_reallocate();
+}
+
+// The table of fresh entries: open addressing by key, an entry live only under the current
+// stamp, so forgetting a tick's burst is one increment (no walk, no allocation).
+std::size_t FlowNetwork::fresh_index(std::uint64_t key) const {
+  return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> 32) & (fresh_table_.size() - 1);
+}
+
+std::uint32_t FlowNetwork::fresh_head(std::uint64_t key) const {
+  if (fresh_table_.empty()) return kNoSlot;
+  for (std::size_t i = fresh_index(key);; i = (i + 1) & (fresh_table_.size() - 1)) {
+    const FreshEntry& e = fresh_table_[i];
+    if (e.stamp != fresh_stamp_) return kNoSlot;
+    if (e.key == key) return e.head;
+  }
+}
+
+std::uint32_t& FlowNetwork::fresh_head_ref(std::uint64_t key) {
+  if (2 * (fresh_count_ + 1) > fresh_table_.size()) {
+    // Grow: re-insert the live entries into a table twice the size.
+    std::vector<FreshEntry> old(std::max<std::size_t>(64, 2 * fresh_table_.size()));
+    old.swap(fresh_table_);
+    for (const FreshEntry& e : old) {
+      if (e.stamp != fresh_stamp_) continue;
+      std::size_t i = fresh_index(e.key);
+      while (fresh_table_[i].stamp == fresh_stamp_) i = (i + 1) & (fresh_table_.size() - 1);
+      fresh_table_[i] = e;
+    }
+  }
+  std::size_t i = fresh_index(key);
+  for (; fresh_table_[i].stamp == fresh_stamp_; i = (i + 1) & (fresh_table_.size() - 1))
+    if (fresh_table_[i].key == key) return fresh_table_[i].head;
+  ++fresh_count_;
+  fresh_table_[i] = FreshEntry{key, fresh_stamp_, kNoSlot};
+  return fresh_table_[i].head;
+}
+
+void FlowNetwork::forget_fresh() {
+  if (fresh_count_ == 0) return;
+  ++fresh_stamp_;
+  fresh_count_ = 0;
 }
 
 void FlowNetwork::request_reallocate() {
@@ -124,7 +168,7 @@ void FlowNetwork::request_reallocate() {
 void FlowNetwork::reallocate() {
   ++reallocations_;
   ++generation_;
-  if (!fresh_.empty()) fresh_ = {};
+  forget_fresh();
   refill();
   // One event for the earliest completion.
   if (due_.empty()) return;

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/due_heap.hpp"
@@ -128,8 +127,22 @@ class FlowNetwork final : public NetworkBackend {
   std::vector<std::uint32_t> finished_;   ///< on_completion_check's scratch
   std::vector<DoneCallback> done_scratch_;
 
-  // Coalescing: entries activated at this tick and not yet filled, by (path, bytes).
-  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> fresh_;
+  // Coalescing: entries activated at this tick and not yet filled, by (path, bytes): a table
+  // from the key to the first such slot, the others chained through fresh_next_.
+  static constexpr std::uint32_t kNoSlot = 0xffffffffu;
+  struct FreshEntry {
+    std::uint64_t key = 0;
+    std::uint64_t stamp = 0;  ///< live when equal to fresh_stamp_
+    std::uint32_t head = kNoSlot;
+  };
+  std::size_t fresh_index(std::uint64_t key) const;
+  std::uint32_t fresh_head(std::uint64_t key) const;
+  std::uint32_t& fresh_head_ref(std::uint64_t key);  ///< inserts an empty chain when missing
+  void forget_fresh();
+  std::vector<FreshEntry> fresh_table_;
+  std::vector<std::uint32_t> fresh_next_;  ///< per slot: the next fresh slot of the same key
+  std::uint64_t fresh_stamp_ = 1;
+  std::size_t fresh_count_ = 0;
   Tick fresh_tick_ = -1;
 
   // Filling state. Rounds: level and frozen flow slots (flat, with offsets).
