@@ -31,12 +31,12 @@ nlohmann::json distribution_summary(std::vector<double> v, bool with_p90) {
   return j;
 }
 
-namespace {
-
 double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
+
+namespace {
 
 // The mean of the values appended to `all` since it had `from` elements: one batch's layers.
 double mean_since(const std::vector<double>& all, std::size_t from) {
@@ -90,14 +90,30 @@ double gpu_load_std(const std::vector<std::int64_t>& gpu_tokens) {
   return std::sqrt(var / n);
 }
 
+void LoadStats::add_layer(const std::vector<std::int64_t>& gpu_tokens, bool count_empty) {
+  const double total = std::accumulate(gpu_tokens.begin(), gpu_tokens.end(), 0.0);
+  if (total <= 0 && !count_empty) return;
+  const double mx = static_cast<double>(*std::max_element(gpu_tokens.begin(), gpu_tokens.end()));
+  gpu_imbalance.push_back(total > 0 ? mx / (total / static_cast<double>(gpu_tokens.size())) : 1.0);
+  gpu_load_std.push_back(moesim::gpu_load_std(gpu_tokens));
+}
+
+nlohmann::json LoadStats::to_json() const {
+  return {{"skewness", mean_of(skewness)},
+          {"skewness_max", max_of(skewness)},
+          {"gpu_max_over_mean", mean_of(gpu_imbalance)},
+          {"gpu_max_over_mean_max", max_of(gpu_imbalance)},
+          {"gpu_load_std", mean_of(gpu_load_std)}};
+}
+
 MetricsCollector::MetricsCollector(const Cluster& cluster)
     : cluster_(cluster), gpu_time_(cluster.num_gpus()), memory_(cluster.num_gpus(), 0.0) {}
 
 void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const std::vector<MoeLayerOutput>& moe,
                                  const std::vector<double>& skewness, std::int64_t tokens,
                                  const std::vector<Forecast>& forecasts) {
-  const std::size_t first_layer = layer_ms_.size(), first_imbalance = gpu_imbalance_.size(),
-                    first_skew = skewness_.size(), first_forecast = error_.size();
+  const std::size_t first_layer = layer_ms_.size(), first_imbalance = load_.gpu_imbalance.size(),
+                    first_skew = load_.skewness.size(), first_forecast = error_.size();
   const Tick start = observed.start(), end = observed.end();
   layer_ms_.insert(layer_ms_.end(), observed.layer_ms().begin(), observed.layer_ms().end());
   alltoall_ms_.insert(alltoall_ms_.end(), observed.alltoall_ms().begin(), observed.alltoall_ms().end());
@@ -108,12 +124,9 @@ void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const
   for (const auto& layer : moe) {
     b.tokens_dropped += layer.tokens_dropped;
     bytes_.intra_gpu += layer.local_bytes;
-    const double total = std::accumulate(layer.gpu_tokens.begin(), layer.gpu_tokens.end(), 0.0);
-    const double mx = static_cast<double>(*std::max_element(layer.gpu_tokens.begin(), layer.gpu_tokens.end()));
-    gpu_imbalance_.push_back(total > 0 ? mx / (total / static_cast<double>(layer.gpu_tokens.size())) : 1.0);
-    gpu_load_std_.push_back(gpu_load_std(layer.gpu_tokens));
+    load_.add_layer(layer.gpu_tokens, true);
   }
-  skewness_.insert(skewness_.end(), skewness.begin(), skewness.end());
+  load_.skewness.insert(load_.skewness.end(), skewness.begin(), skewness.end());
   for (const Forecast& f : forecasts) {
     overhead_ms_.push_back(f.overhead_ms);
     error_.push_back(f.error);
@@ -125,8 +138,8 @@ void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const
   b.tokens = tokens;
   b.layer_latency_ms = mean_since(layer_ms_, first_layer);
   b.alltoall_ms = mean_since(alltoall_ms_, first_layer);
-  b.skewness = mean_since(skewness_, first_skew);
-  b.gpu_max_over_mean = mean_since(gpu_imbalance_, first_imbalance);
+  b.skewness = mean_since(load_.skewness, first_skew);
+  b.gpu_max_over_mean = mean_since(load_.gpu_imbalance, first_imbalance);
   b.predictor_overhead_ms = mean_since(overhead_ms_, first_forecast);
   b.prediction_error = mean_since(error_, first_forecast);
   batches_.push_back(b);
@@ -168,11 +181,7 @@ nlohmann::json MetricsCollector::summary() const {
   m["gpu_time_breakdown"] = gpu_time_json(gpu_time_, total_time_);
   m["alltoall_ms"] = distribution_summary(alltoall_ms_)["mean"];
   m["bytes"] = bytes_.to_json();
-  m["load"] = {{"skewness", mean_of(skewness_)},
-               {"skewness_max", max_of(skewness_)},
-               {"gpu_max_over_mean", mean_of(gpu_imbalance_)},
-               {"gpu_max_over_mean_max", max_of(gpu_imbalance_)},
-               {"gpu_load_std", mean_of(gpu_load_std_)}};
+  m["load"] = load_.to_json();
   // Means over MoE layers (of every batch) of what the predictor said it cost and how wrong it
   // was; the cost is also in the latencies, as the delay before each layer's attention.
   m["predictor_overhead_ms"] = mean_of(overhead_ms_);

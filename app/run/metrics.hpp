@@ -44,6 +44,24 @@ struct BatchMetrics {
 /// computes in one MoE layer.
 double gpu_load_std(const std::vector<std::int64_t>& gpu_tokens);
 
+/// The mean of `v` (0 when empty), summed in order.
+double mean_of(const std::vector<double>& v);
+/// The largest of `v` (0 when empty).
+double max_of(const std::vector<double>& v);
+
+/// result.json's `load`, for prefill batches and serving steps alike: each MoE layer's routing
+/// skewness and how unevenly its selections fall on the GPUs (max over mean, and GRACE-MoE §5.1's
+/// standard deviation).
+struct LoadStats {
+  std::vector<double> skewness;
+  std::vector<double> gpu_imbalance;  ///< per MoE layer: the busiest GPU's selections over the mean
+  std::vector<double> gpu_load_std;   ///< per MoE layer: std dev of selections per GPU
+  /// One MoE layer's selections per GPU. A layer without selections counts as balanced when
+  /// `count_empty` (a prefill batch's layer) and not at all otherwise (a serving step's).
+  void add_layer(const std::vector<std::int64_t>& gpu_tokens, bool count_empty);
+  nlohmann::json to_json() const;
+};
+
 /// Accumulates per-batch observations and summarises them.
 class MetricsCollector {
  public:
@@ -67,9 +85,7 @@ class MetricsCollector {
   std::vector<double> layer_ms_;      ///< per (batch, MoE layer)
   std::vector<LayerBreakdown> layer_parts_;  ///< per (batch, MoE layer): layer_ms_ by activity
   std::vector<double> alltoall_ms_;   ///< per (batch, MoE layer)
-  std::vector<double> skewness_;      ///< per (batch, MoE layer)
-  std::vector<double> gpu_imbalance_; ///< per (batch, MoE layer)
-  std::vector<double> gpu_load_std_;  ///< per (batch, MoE layer): std dev of selections per GPU
+  LoadStats load_;  ///< per (batch, MoE layer)
   std::vector<double> overhead_ms_;   ///< per (batch, MoE layer) with a forecast
   std::vector<double> error_;         ///< per (batch, MoE layer) with a forecast
   std::vector<BatchMetrics> batches_;

@@ -15,10 +15,6 @@
 namespace moesim {
 
 namespace {
-double mean_of(const std::vector<double>& v) {
-  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
 double seconds(Tick t) { return ticks_to_seconds(t); }
 }  // namespace
 
@@ -106,12 +102,9 @@ void ServingMetrics::add_step(const StepRecord& step) {
   for (const MoeLayerOutput& moe : step.plan->moe) {
     dropped_ += moe.tokens_dropped * moe.repeat;  // a sampled layer stands for its block
     bytes_.intra_gpu += moe.local_bytes * moe.repeat;
-    const double total = std::accumulate(moe.gpu_tokens.begin(), moe.gpu_tokens.end(), 0.0);
-    const double mx = static_cast<double>(*std::max_element(moe.gpu_tokens.begin(), moe.gpu_tokens.end()));
-    if (total > 0) gpu_imbalance_.push_back(mx / (total / static_cast<double>(moe.gpu_tokens.size())));
-    if (total > 0) gpu_load_std_.push_back(gpu_load_std(moe.gpu_tokens));
+    load_.add_layer(moe.gpu_tokens, false);
   }
-  skewness_.insert(skewness_.end(), step.skewness.begin(), step.skewness.end());
+  load_.skewness.insert(load_.skewness.end(), step.skewness.begin(), step.skewness.end());
   const double ms = ticks_to_ms(step.end - step.start);
   step_ms_.push_back(ms);
   if (step.prefill_tokens == 0) decode_step_ms_.push_back(ms);
@@ -127,7 +120,7 @@ void ServingMetrics::add_transfer(const TaskGraph& graph) {
 void ServingMetrics::add_execution(const ExecutionRecord& e) {
   if (!unstepped_time_) unstepped_time_.emplace(cluster_.num_gpus(), 0);
   for (TaskId i = 0; i < e.graph->size(); ++i) unstepped_time_->add(e.graph->task(i), (*e.timing)[i]);
-  if (e.routing) skewness_.push_back(e.routing->skewness());
+  if (e.routing) load_.skewness.push_back(e.routing->skewness());
   const double ms = ticks_to_ms(e.end - e.start);
   step_ms_.push_back(ms);
   if (e.prefill_tokens == 0) decode_step_ms_.push_back(ms);
@@ -258,11 +251,7 @@ void ServingMetrics::add_execution_summary(nlohmann::json& m, const ServingOutco
   m["gpu_idle_fraction"] = {{"mean", mean_of(idle)}, {"per_gpu", idle}};
   m["gpu_time_breakdown"] = gpu_time_json(per_gpu, makespan);
   m["bytes"] = bytes_.to_json();
-  m["load"] = {{"skewness", mean_of(skewness_)},
-               {"skewness_max", max_of(skewness_)},
-               {"gpu_max_over_mean", mean_of(gpu_imbalance_)},
-               {"gpu_max_over_mean_max", max_of(gpu_imbalance_)},
-               {"gpu_load_std", mean_of(gpu_load_std_)}};
+  m["load"] = load_.to_json();
   m["tokens_dropped"] = dropped_;
   m["steps"] = {{"count", steps_},
                 {"step_ms", distribution_summary(step_ms_, true)},

@@ -93,7 +93,8 @@ class ServingMetrics {
   std::vector<GpuTime> gpu_time_;  ///< per GPU, summed over its pool's steps
   std::optional<GpuTimeSweep> unstepped_time_;  ///< layer-queue mode: executions and messages
   TrafficBytes bytes_;
-  std::vector<double> skewness_, gpu_imbalance_, gpu_load_std_, step_ms_, decode_step_ms_;
+  LoadStats load_;  ///< per MoE layer planned (a sampled layer once)
+  std::vector<double> step_ms_, decode_step_ms_;
   std::vector<double> moe_layer_ms_, alltoall_ms_;  ///< per MoE layer of every step
   std::int64_t steps_ = 0;
   std::int64_t dropped_ = 0;
