@@ -11,18 +11,25 @@
 
 namespace moesim {
 
-/// Pages of 4096 elements; indices [first(), size()) are held.
+/// Pages of 2^page_bits elements (4096 by default; a graph of a few tasks, as a layer-queue
+/// execution's, asks for small ones); indices [first(), size()) are held.
 template <class T>
 class PagedVector {
  public:
   static constexpr std::size_t kPageBits = 12;
   static constexpr std::size_t kPageSize = std::size_t{1} << kPageBits;
 
-  PagedVector() = default;
+  explicit PagedVector(std::size_t page_bits = kPageBits)
+      : page_bits_(page_bits), page_mask_((std::size_t{1} << page_bits) - 1) {}
   PagedVector(PagedVector&&) noexcept = default;
   PagedVector& operator=(PagedVector&&) noexcept = default;
-  PagedVector(const PagedVector& o) : first_(o.first_), size_(o.first_), first_page_(o.first_ >> kPageBits) {
-    if ((size_ & (kPageSize - 1)) != 0) add_page();  // the first held element is mid-page
+  PagedVector(const PagedVector& o)
+      : page_bits_(o.page_bits_),
+        page_mask_(o.page_mask_),
+        first_(o.first_),
+        size_(o.first_),
+        first_page_(o.first_ >> o.page_bits_) {
+    if ((size_ & page_mask_) != 0) add_page();  // the first held element is mid-page
     for (std::size_t i = o.first_; i < o.size_; ++i) push_back(o[i]);
   }
   PagedVector& operator=(const PagedVector& o) {
@@ -34,11 +41,11 @@ class PagedVector {
   std::size_t size() const { return size_; }
   /// The first element still held.
   std::size_t first() const { return first_; }
-  T& operator[](std::size_t i) { return pages_[(i >> kPageBits) - first_page_][i & (kPageSize - 1)]; }
-  const T& operator[](std::size_t i) const { return pages_[(i >> kPageBits) - first_page_][i & (kPageSize - 1)]; }
+  T& operator[](std::size_t i) { return pages_[(i >> page_bits_) - first_page_][i & page_mask_]; }
+  const T& operator[](std::size_t i) const { return pages_[(i >> page_bits_) - first_page_][i & page_mask_]; }
 
   T& push_back(T value) {
-    if ((size_ & (kPageSize - 1)) == 0) add_page();
+    if ((size_ & page_mask_) == 0) add_page();
     T& slot = (*this)[size_++];
     slot = std::move(value);
     return slot;
@@ -47,7 +54,7 @@ class PagedVector {
   /// what an earlier element left in a recycled one (the caller resets it; an element that keeps
   /// storage, as a successor list does, is then not allocated again).
   T& grow_back() {
-    if ((size_ & (kPageSize - 1)) == 0) add_page();
+    if ((size_ & page_mask_) == 0) add_page();
     return (*this)[size_++];
   }
   /// Forgets elements before `index`; pages wholly before it are recycled (their elements are
@@ -56,7 +63,7 @@ class PagedVector {
     if (index <= first_) return;
     first_ = index;
     std::size_t whole = 0;
-    while (whole < pages_.size() && (first_page_ + whole + 1) * kPageSize <= first_) ++whole;
+    while (whole < pages_.size() && ((first_page_ + whole + 1) << page_bits_) <= first_) ++whole;
     for (std::size_t k = 0; k < whole; ++k) spare_.push_back(std::move(pages_[k]));
     pages_.erase(pages_.begin(), pages_.begin() + static_cast<std::ptrdiff_t>(whole));
     first_page_ += whole;
@@ -115,13 +122,15 @@ class PagedVector {
  private:
   void add_page() {
     if (spare_.empty()) {
-      pages_.push_back(std::make_unique<T[]>(kPageSize));
+      pages_.push_back(std::make_unique<T[]>(page_mask_ + 1));
     } else {
       pages_.push_back(std::move(spare_.back()));
       spare_.pop_back();
     }
   }
 
+  std::size_t page_bits_;
+  std::size_t page_mask_;
   std::vector<std::unique_ptr<T[]>> pages_;  ///< pages_[k] holds page first_page_ + k
   std::vector<std::unique_ptr<T[]>> spare_;
   std::size_t first_ = 0;

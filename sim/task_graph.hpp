@@ -104,6 +104,12 @@ class TaskGraph {
   using Deps = std::span<const TaskId>;
   static constexpr TaskId kNoTask = ~TaskId{0};
 
+  /// Tasks are held in pages of 2^page_bits (PagedVector): the default suits a step or a batch;
+  /// a graph of a few tasks, made by the thousand (a layer-queue execution or message), takes
+  /// small pages so that its memory is its size.
+  explicit TaskGraph(std::size_t page_bits = PagedVector<Task>::kPageBits)
+      : tasks_(page_bits), successors_(page_bits), dep_count_(page_bits) {}
+
   TaskId compute(int gpu, Phase phase, int layer, std::vector<Op>&& ops, Deps deps = {});
   /// The same, copying `ops` (a step's attention ops, shared by its layers) straight into the plan.
   TaskId compute(int gpu, Phase phase, int layer, const std::vector<Op>& ops, Deps deps = {});

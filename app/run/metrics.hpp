@@ -49,6 +49,21 @@ double mean_of(const std::vector<double>& v);
 /// The largest of `v` (0 when empty).
 double max_of(const std::vector<double>& v);
 
+/// A mean kept as its running sum: the same bits as mean_of over the values in the order added
+/// (a left fold from 0), without keeping them.
+class RunningMean {
+ public:
+  void add(double v) {
+    sum_ += v;
+    ++n_;
+  }
+  double mean() const { return n_ == 0 ? 0.0 : sum_ / static_cast<double>(n_); }
+
+ private:
+  double sum_ = 0.0;
+  std::size_t n_ = 0;
+};
+
 /// result.json's `load`, for prefill batches and serving steps alike: each MoE layer's routing
 /// skewness and how unevenly its selections fall on the GPUs (max over mean, and GRACE-MoE §5.1's
 /// standard deviation).

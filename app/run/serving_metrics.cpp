@@ -88,7 +88,7 @@ void ServingMetrics::add_step(const StepRecord& step) {
     layers.add(g, 0, *step.timing, step.end);
     layers.finish();
     moe_layer_ms_.insert(moe_layer_ms_.end(), layers.layer_ms().begin(), layers.layer_ms().end());
-    alltoall_ms_.insert(alltoall_ms_.end(), layers.alltoall_ms().begin(), layers.alltoall_ms().end());
+    for (const double ms : layers.alltoall_ms()) alltoall_ms_.add(ms);
     t = layers.gpu_time();
   } else {
     t = gpu_time_breakdown(g, *step.timing, cluster_.num_gpus(), step.start, step.end);
@@ -145,7 +145,7 @@ void ServingMetrics::add_message(const TaskGraph& graph, const std::vector<TaskT
     first = std::min(first, timing[i].start);
     last = std::max(last, timing[i].end);
   }
-  if (last >= first) alltoall_ms_.push_back(ticks_to_ms(last - first));
+  if (last >= first) alltoall_ms_.add(ticks_to_ms(last - first));
 }
 
 nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
@@ -215,7 +215,7 @@ nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, con
   }
   // Per MoE layer of every step (GRACE-MoE §5's "MoE layer time" and all-to-all time).
   m["layer_latency_ms"] = distribution_summary(moe_layer_ms_, true);
-  m["alltoall_ms"] = mean_of(alltoall_ms_);
+  m["alltoall_ms"] = alltoall_ms_.mean();
   m["preemptions"] = engine.preemptions();
   m["kv_cache_peak_fraction"] = engine.kv_cache_peak_fraction();
   m["measurement_window_s"] = window;

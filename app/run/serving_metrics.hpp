@@ -95,7 +95,10 @@ class ServingMetrics {
   TrafficBytes bytes_;
   LoadStats load_;  ///< per MoE layer planned (a sampled layer once)
   std::vector<double> step_ms_, decode_step_ms_;
-  std::vector<double> moe_layer_ms_, alltoall_ms_;  ///< per MoE layer of every step
+  std::vector<double> moe_layer_ms_;  ///< per MoE layer of every step
+  /// All-to-all time per MoE layer of every step, or per layer-queue message (millions of them):
+  /// only its mean is reported, so only the running sum is kept.
+  RunningMean alltoall_ms_;
   std::int64_t steps_ = 0;
   std::int64_t dropped_ = 0;
   std::int64_t prefill_tokens_ = 0, decode_tokens_ = 0;

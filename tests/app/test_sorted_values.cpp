@@ -1,4 +1,4 @@
-// sort_values (app/sorted_values.hpp) must give std::sort's sequence bit for bit: the serving
+// sort_values (app/run/sorted_values.hpp) must give std::sort's sequence bit for bit: the serving
 // metrics' means are summed over the sorted samples, so any other order would change result.json.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "app/run/metrics.hpp"
 #include "app/run/sorted_values.hpp"
 
 namespace moesim {
@@ -58,6 +59,24 @@ TEST(SortValues, ShortAndEmptyVectors) {
   std::vector<double> v(4096);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 7919) % 4096);
   expect_same_as_std_sort(v);  // the first length sorted by radix
+}
+
+// The running mean that replaces a kept vector (the layer-queue mode's millions of all-to-all
+// messages) must give mean_of's bits over the same values in the same order.
+TEST(RunningMean, SameBitsAsTheMeanOfTheKeptValues) {
+  std::mt19937_64 rng(5);
+  std::lognormal_distribution<double> ms(-4.0, 1.5);
+  std::vector<double> kept;
+  RunningMean running;
+  EXPECT_EQ(running.mean(), mean_of(kept));
+  for (int i = 0; i < 100000; ++i) {
+    kept.push_back(ms(rng));
+    running.add(kept.back());
+    if (i % 9973 == 0) {
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(running.mean()), std::bit_cast<std::uint64_t>(mean_of(kept)));
+    }
+  }
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(running.mean()), std::bit_cast<std::uint64_t>(mean_of(kept)));
 }
 
 }  // namespace

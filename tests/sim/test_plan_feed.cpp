@@ -235,18 +235,23 @@ TEST(TaskGraph, DropBeforeKeepsIdsAndOps) {
 
 // Past the first pages and the inline successor slots: a fan-out task keeps its successors, in
 // order, through drops that recycle pages, and a copy of a dropped plan holds the same tasks.
-TEST(TaskGraph, FanOutsAndPagesSurviveDropsAndCopies) {
-  TaskGraph g;
+namespace {
+// Both with the default pages and with the small ones of the layer-queue mode's graphs.
+void check_fan_outs_and_pages(std::size_t page_bits) {
+  SCOPED_TRACE("page bits " + std::to_string(page_bits));
+  const std::size_t page = std::size_t{1} << page_bits;
+  TaskGraph g(page_bits);
   const TaskId root = g.join({});
   std::vector<TaskId> fan;
-  for (int i = 0; i < 3 * static_cast<int>(PagedVector<Task>::kPageSize); ++i) {
-    const TaskId dep[] = {i % 1000 == 0 ? root : static_cast<TaskId>(g.size() - 1)};
+  const int every = page < 1000 ? 5 : 1000;  // task late + 1 must not be a fan-out
+  for (int i = 0; i < 3 * static_cast<int>(page); ++i) {
+    const TaskId dep[] = {i % every == 0 ? root : static_cast<TaskId>(g.size() - 1)};
     const TaskId t = g.delay(i, phase::kOther, i, dep);
-    if (i % 1000 == 0) fan.push_back(t);
+    if (i % every == 0) fan.push_back(t);
   }
   ASSERT_EQ(g.successors(root).size(), fan.size());
   for (std::size_t k = 0; k < fan.size(); ++k) EXPECT_EQ(g.successors(root)[k], fan[k]);
-  const TaskId late = static_cast<TaskId>(2 * PagedVector<Task>::kPageSize + 5);
+  const TaskId late = static_cast<TaskId>(2 * page + 5);
   // Tasks grow a chain off `late`, several past the inline slots, after its pages' neighbours go.
   g.drop_before(late);
   std::vector<TaskId> added;
@@ -268,6 +273,12 @@ TEST(TaskGraph, FanOutsAndPagesSurviveDropsAndCopies) {
   ASSERT_EQ(copy.successors(late).size(), 10u);
   EXPECT_EQ(copy.successors(late)[9], added.back());
   EXPECT_EQ(copy.dependency_count(added[0]), 1u);
+}
+}  // namespace
+
+TEST(TaskGraph, FanOutsAndPagesSurviveDropsAndCopies) {
+  check_fan_outs_and_pages(PagedVector<Task>::kPageBits);
+  check_fan_outs_and_pages(3);
 }
 
 }  // namespace moesim
