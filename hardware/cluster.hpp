@@ -122,6 +122,18 @@ class Cluster {
   /// A human-readable description of vertices and links.
   std::string describe() const;
 
+  /// NCCL's point-to-point figures for one class of route (crossing nodes or not, protocol, local
+  /// pair), which the all-to-all pricing (hardware/collectives.cpp) works out once per cluster
+  /// instead of once per call. The memo is the cluster's, like its routes: a cluster belongs to one
+  /// run and is not shared between threads.
+  struct P2pFigures {
+    double latency_us = 0.0;
+    double alg_GBps = 0.0;
+    double route_Bps = 0.0;
+    bool known = false;
+  };
+  std::vector<P2pFigures>& p2p_memo() const { return p2p_memo_; }
+
  private:
   struct Graph;  // Boost.Graph adjacency list, kept out of the header
   void compute_routes();
@@ -153,6 +165,7 @@ class Cluster {
   std::vector<std::vector<LinkId>> from_rail_;  ///< per endpoint: links from its rail NIC to it
   std::vector<LinkId> rail_up_, rail_down_;     ///< per endpoint: its rail NIC's links to and from the network
   std::unique_ptr<Graph> graph_;
+  mutable std::vector<P2pFigures> p2p_memo_;
 };
 
 }  // namespace moesim

@@ -194,13 +194,27 @@ std::vector<std::pair<int, int>> tree_edges(const Cluster& c, const std::vector<
   return edges;
 }
 
+namespace {
+/// What NCCL's send from `src_gpu` to `dst_gpu` costs apart from its size: `bytes` picks only the
+/// protocol.
+Cluster::P2pFigures p2p_figures(const Cluster& c, int src_gpu, int dst_gpu, double bytes) {
+  const NcclCandidate k = nccl_p2p(c, src_gpu, dst_gpu, bytes);
+  return {k.latency_us, k.alg_GBps, c.route_bandwidth_Bps(c.gpu_endpoint(src_gpu), c.gpu_endpoint(dst_gpu)), true};
+}
+
+P2pPricing nccl_p2p_priced(const Cluster::P2pFigures& f, double bytes) {
+  NcclCandidate k;
+  k.latency_us = f.latency_us;
+  k.alg_GBps = f.alg_GBps;
+  const NcclFit fit = fit_to_nccl(k, bytes, bytes / f.route_Bps);
+  return {fit.launch, fit.scale, HopLatency::kInLaunch};
+}
+}  // namespace
+
 P2pPricing price_p2p(const Cluster& c, int src_gpu, int dst_gpu, double bytes) {
   if (c.spec().collective_model != "nccl" || src_gpu == dst_gpu)
     return {us_to_ticks(c.spec().collective_launch_us), 1.0, HopLatency::kPaid};
-  const NcclCandidate k = nccl_p2p(c, src_gpu, dst_gpu, bytes);
-  const double line_seconds = bytes / c.route_bandwidth_Bps(c.gpu_endpoint(src_gpu), c.gpu_endpoint(dst_gpu));
-  const NcclFit fit = fit_to_nccl(k, bytes, line_seconds);
-  return {fit.launch, fit.scale, HopLatency::kInLaunch};
+  return nccl_p2p_priced(p2p_figures(c, src_gpu, dst_gpu, bytes), bytes);
 }
 
 TaskId add_ring_all_reduce(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, double bytes,
@@ -236,17 +250,25 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   // a GPU's call waits for its slowest pair's latency. A message's price depends only on its
   // protocol (by size) and its path, which nodes share (routes depend on the GPUs' local indices
   // and whether they share a node), so prices are kept per (same node?, protocol, local pair):
-  // G² pairs at 1,024 GPUs, 4 · 8² prices.
+  // G² pairs at 1,024 GPUs, 4 · 8² prices. What a price takes apart from the size is worked out
+  // once per cluster (Cluster::p2p_memo); the price itself once per call, from the first pair's
+  // bytes, as price_p2p would.
   const int per_node = c.spec().gpus_per_node;
-  std::vector<P2pPricing> path_price(nccl ? 4 * static_cast<std::size_t>(per_node) * per_node : 0);
-  std::vector<char> have(path_price.size(), 0);
+  const std::size_t keys = nccl ? 4 * static_cast<std::size_t>(per_node) * per_node : 0;
+  std::vector<Cluster::P2pFigures>& figures = c.p2p_memo();
+  if (figures.size() < keys) figures.resize(keys);
+  thread_local std::vector<P2pPricing> path_price;
+  thread_local std::vector<char> have;
+  path_price.resize(keys);
+  have.assign(keys, 0);
   const auto price = [&](int a, int b, double bytes_ab) {
     const bool inter = c.node_of_gpu(a) != c.node_of_gpu(b);
     const std::size_t key = ((static_cast<std::size_t>(inter) * 2 + (bytes_ab <= kNcclP2pLLThreshold ? 0 : 1)) *
                                  static_cast<std::size_t>(per_node) + static_cast<std::size_t>(a % per_node)) *
                                 static_cast<std::size_t>(per_node) + static_cast<std::size_t>(b % per_node);
     if (!have[key]) {
-      path_price[key] = price_p2p(c, a, b, bytes_ab);
+      if (!figures[key].known) figures[key] = p2p_figures(c, a, b, bytes_ab);
+      path_price[key] = nccl_p2p_priced(figures[key], bytes_ab);
       have[key] = 1;
     }
     return path_price[key];
@@ -260,14 +282,16 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   thread_local std::vector<TaskId> deps;
   pair_price.resize(n * n);
   flow.assign(n * n, TaskGraph::kNoTask);
-  std::vector<Tick> launch_ticks(n, 0);
+  thread_local std::vector<Tick> launch_ticks;
+  launch_ticks.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
       pair_price[i * n + j] = priced(i, j);
       if (nccl) launch_ticks[i] = std::max(launch_ticks[i], pair_price[i * n + j].launch);
     }
-  std::vector<TaskId> launched(n);
+  thread_local std::vector<TaskId> launched;
+  launched.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const TaskId dep[] = {start[i]};
     launched[i] = nccl ? g.delay(launch_ticks[i], phase, layer, dep) : launch(g, c, cal, phase, layer, dep);

@@ -22,10 +22,15 @@ std::int64_t PagedKvCache::extra_blocks(std::int64_t id, std::int64_t tokens) co
 }
 
 bool PagedKvCache::grow(std::int64_t id, std::int64_t tokens) {
-  const std::int64_t extra = extra_blocks(id, tokens);
+  // One lookup: every running request grows (or is checked) every step.
+  const auto it = held_.find(id);
+  const std::int64_t extra = std::max<std::int64_t>(0, blocks_for(tokens) - (it == held_.end() ? 0 : it->second));
   if (extra > free_blocks()) return false;
   if (extra > 0) {
-    held_[id] += extra;
+    if (it == held_.end())
+      held_.emplace(id, extra);
+    else
+      it->second += extra;
     used_ += extra;
     peak_ = std::max(peak_, used_);
   }

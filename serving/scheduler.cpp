@@ -21,6 +21,8 @@ void RankScheduler::enqueue(Request* r) {
 
 RankStep RankScheduler::schedule(Tick now) {
   RankStep step;
+  // Every running request and one admission at least: one allocation, not a doubling series.
+  step.chunks.reserve(running_.size() + 1);
   std::int64_t budget = config_.max_batched_tokens;
   if (config_.step_mix == StepMix::kPrefillFirst) {
     // A prefill step when there is prefill to run (the chunked prompt first, then new prompts);
@@ -64,7 +66,8 @@ void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget, bool 
       continue;
     }
     bool self_preempted = false;
-    while (!cache_.can_grow(r->spec.id, r->computed + n)) {
+    // grow() changes nothing when the blocks do not suffice: make room and try again.
+    while (!cache_.grow(r->spec.id, r->computed + n)) {
       const Request* victim = preempt_newest(step, r);
       if (victim == r) {
         self_preempted = true;
@@ -73,7 +76,6 @@ void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget, bool 
       if (!victim) throw std::logic_error("KV cache: a lone request does not fit (validation should have caught it)");
     }
     if (self_preempted) continue;  // running_[i] is now the next request
-    cache_.grow(r->spec.id, r->computed + n);
     step.chunks.push_back({r, n, r->computed});
     budget -= n;
     ++i;

@@ -417,7 +417,8 @@ void clear_plan(StepPlan& sp) {
 void plan_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int step, const StepShape& shape,
                     const std::vector<LayerRouting>& routing, const std::vector<Forecast>* forecasts) {
   const ModelSpec& m = ctx.model;
-  if (static_cast<int>(routing.size()) != m.num_moe_layers())
+  const int moe_layers = m.num_moe_layers();
+  if (static_cast<int>(routing.size()) != moe_layers)
     throw std::logic_error("plan_step: one routing per MoE layer expected");
   if (forecasts && forecasts->size() != routing.size())
     throw std::logic_error("plan_step: one forecast per MoE layer expected");
@@ -430,7 +431,6 @@ void plan_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int 
       continue;
     }
     const int moe = builder.next_moe_index();
-    const int moe_layers = m.num_moe_layers();
     if (!shape.sample.planned(moe, moe_layers)) {
       builder.skip_layer();
       continue;

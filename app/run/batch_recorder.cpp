@@ -20,14 +20,27 @@ nlohmann::json TrafficBytes::to_json() const {
   return {{"intra_gpu", intra_gpu}, {"intra_node", intra_node}, {"inter_node", inter_node}, {"host_to_device", host_to_device}};
 }
 
-BatchRecorder::BatchRecorder(const Cluster& cluster, Tick start, TrafficBytes& bytes)
+BatchRecorder::BatchRecorder(const Cluster& cluster, Tick start, TrafficBytes& bytes, bool layer_breakdown)
     : cluster_(cluster),
       bytes_(bytes),
       start_(start),
       end_(start),
       prev_(start),
       max_layer_end_(start),
+      layer_breakdown_(layer_breakdown),
       gpu_sweep_(cluster.num_gpus(), start) {}
+
+void BatchRecorder::reset(Tick start) {
+  start_ = end_ = prev_ = max_layer_end_ = start;
+  has_layers_ = false;
+  closed_ = 0;
+  open_.clear();
+  gpu_sweep_.reset(start);
+  layer_ms_.clear();
+  alltoall_ms_.clear();
+  layer_parts_.clear();
+  gpu_time_.clear();
+}
 
 BatchRecorder::OpenLayer& BatchRecorder::layer(int l) {
   if (l < closed_)
@@ -53,7 +66,7 @@ void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const Tas
         l.moe = true;
         l.repeat = std::max<int>(l.repeat, t.repeat);
       }
-      l.sweep.add(t, tm);
+      if (layer_breakdown_) l.sweep.add(t, tm);
     }
     if (t.kind == TaskKind::kTransfer) {
       bytes_.add(t, cluster_);
@@ -87,7 +100,7 @@ void BatchRecorder::close_layers(int layer) {
       for (int k = 0; k < 2; ++k)
         if (l.a2a_end[k] > 0 && l.a2a_begin[k] != kTickMax) a2a += ticks_to_ms(l.a2a_end[k] - l.a2a_begin[k]);
       alltoall_ms_.push_back(a2a * per);
-      layer_parts_.push_back(l.sweep.take(prev_, std::max(prev_, l.end)));
+      if (layer_breakdown_) layer_parts_.push_back(l.sweep.take(prev_, std::max(prev_, l.end)));
     }
     prev_ = std::max(prev_, l.end);
   }
@@ -95,7 +108,7 @@ void BatchRecorder::close_layers(int layer) {
 
 void BatchRecorder::finish() {
   close_layers(closed_ + static_cast<int>(open_.size()));
-  gpu_time_ = gpu_sweep_.finish(end_);
+  gpu_sweep_.finish_into(end_, gpu_time_);
 }
 
 }  // namespace moesim

@@ -35,7 +35,12 @@ class BatchRecorder final : public BatchObserver {
  public:
   /// A batch that began at `start`. Transfers are counted into `bytes` as they are handed over
   /// (a run's total, so that it sums in the same order whatever the batches' split).
-  BatchRecorder(const Cluster& cluster, Tick start, TrafficBytes& bytes);
+  /// `layer_breakdown` false skips each layer's activity breakdown (layer_parts() stays empty):
+  /// a serving step reports none, and its sweep is a sort per layer per step.
+  BatchRecorder(const Cluster& cluster, Tick start, TrafficBytes& bytes, bool layer_breakdown = true);
+  /// Starts over for a batch that began at `start`, keeping the memory already taken (a serving
+  /// run records every step with one recorder).
+  void reset(Tick start);
 
   /// Tasks [first, first + timing.size()) of the batch's plan, finished. No task handed over
   /// later starts before `horizon`.
@@ -76,6 +81,7 @@ class BatchRecorder final : public BatchObserver {
   Tick prev_;  ///< where the next layer's window begins: the latest end of the layers closed
   Tick max_layer_end_;
   bool has_layers_ = false;
+  bool layer_breakdown_ = true;
   int closed_ = 0;                ///< layers before this are closed
   std::deque<OpenLayer> open_;    ///< open_[i] is layer closed_ + i
   GpuTimeSweep gpu_sweep_;

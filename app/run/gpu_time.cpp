@@ -1,6 +1,7 @@
 #include "app/run/gpu_time.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "sim/chrome_trace.hpp"
 
@@ -83,10 +84,18 @@ void GpuTimeSweep::flush(Lane& lane) {
 }
 
 // Each stretch between consecutive edges goes to the highest-precedence active class. Edges at one
-// instant are applied together, so their order (the sort is not stable) does not matter.
+// instant are applied together, so their order (the sort is not stable) does not matter. What the
+// last sweep left is in order already: only the edges added since are sorted, then merged in.
 void GpuTimeSweep::sweep(Lane& lane, Tick horizon) {
   auto& ev = lane.pending;
-  std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
+  const auto by_tick = [](const Edge& a, const Edge& b) { return a.at < b.at; };
+  const auto mid = ev.begin() + static_cast<std::ptrdiff_t>(lane.sorted);
+  std::sort(mid, ev.end(), by_tick);
+  if (mid != ev.begin() && mid != ev.end() && by_tick(*mid, *(mid - 1))) {
+    merged_.clear();
+    std::merge(ev.begin(), mid, mid, ev.end(), std::back_inserter(merged_), by_tick);
+    ev.swap(merged_);
+  }
   std::size_t i = 0;
   while (i < ev.size() && ev[i].at < horizon) {
     const Tick at = ev[i].at;
@@ -96,6 +105,7 @@ void GpuTimeSweep::sweep(Lane& lane, Tick horizon) {
     lane.prev = at;
   }
   ev.erase(ev.begin(), ev.begin() + static_cast<std::ptrdiff_t>(i));
+  lane.sorted = ev.size();
 }
 
 void GpuTimeSweep::advance(Tick horizon) {
@@ -111,15 +121,35 @@ void GpuTimeSweep::advance(Tick horizon) {
 }
 
 std::vector<GpuTime> GpuTimeSweep::finish(Tick end) {
-  advance(kTickMax);  // task ends are finite: every edge is swept
   std::vector<GpuTime> out;
+  finish_into(end, out);
+  return out;
+}
+
+void GpuTimeSweep::finish_into(Tick end, std::vector<GpuTime>& out) {
+  advance(kTickMax);  // task ends are finite: every edge is swept
+  out.clear();
   out.reserve(lanes_.size());
   for (const Lane& lane : lanes_) {
     GpuTime t = lane.time;
     t.waiting = std::max<Tick>(0, end - start_) - (t.compute + t.copy + t.communication + t.scheduling);
     out.push_back(t);
   }
-  return out;
+}
+
+void GpuTimeSweep::reset(Tick start) {
+  start_ = start;
+  end_ = kTickMax;
+  for (Lane& lane : lanes_) {
+    lane.open = {};
+    lane.pending.clear();
+    lane.sorted = 0;
+    lane.active = {};
+    lane.prev = start;
+    lane.time = GpuTime{};
+    lane.dirty = false;
+  }
+  dirty_.clear();
 }
 
 std::vector<GpuTime> gpu_time_breakdown(const TaskGraph& plan, const std::vector<TaskTiming>& timing,

@@ -47,6 +47,10 @@ class GpuTimeSweep {
   /// Sweeps the rest; waiting is what the window [start, end] leaves (`end` may close a window
   /// opened without one).
   std::vector<GpuTime> finish(Tick end);
+  /// finish() into `out` (its contents replaced, its memory kept).
+  void finish_into(Tick end, std::vector<GpuTime>& out);
+  /// Starts over at `start` (no end), keeping the lanes' memory.
+  void reset(Tick start);
 
  private:
   struct Edge {
@@ -64,6 +68,7 @@ class GpuTimeSweep {
   struct Lane {
     std::array<Open, kClasses> open;
     std::vector<Edge> pending;
+    std::size_t sorted = 0;  ///< pending's first `sorted` edges are in order (the last sweep's rest)
     std::array<int, kClasses> active{};
     Tick prev = 0;
     GpuTime time;
@@ -75,6 +80,7 @@ class GpuTimeSweep {
   Tick start_, end_;
   std::vector<Lane> lanes_;
   std::vector<int> dirty_;  ///< the dirty lanes
+  std::vector<Edge> merged_;  ///< sweep's scratch
 };
 
 /// Breakdown of every GPU over the window [start, end] of one executed plan (tasks outside the

@@ -79,23 +79,29 @@ ServingMetrics::ServingMetrics(const Cluster& cluster, std::int64_t warmup_reque
 void ServingMetrics::add_step(const StepRecord& step) {
   const TaskGraph& g = step.plan->graph;
   // A pool's steps never overlap, and its GPUs are its own: each GPU's windows are disjoint.
-  std::vector<GpuTime> t;
+  std::vector<GpuTime> unlayered;
+  const std::vector<GpuTime>* t = &unlayered;
   if (!step.plan->moe.empty() && step.timing->size() == g.size()) {
     // Each MoE layer's latency and all-to-all window within the step, as a prefill batch
     // measures them; the same pass counts the step's transfers into the run's bytes and sweeps
-    // the per-GPU breakdown (every task ends by the step's end, so nothing is clipped).
-    BatchRecorder layers(cluster_, step.start, bytes_);
+    // the per-GPU breakdown (every task ends by the step's end, so nothing is clipped). Serving
+    // reports no per-layer activity breakdown, so the recorder sweeps none.
+    if (step_recorder_)
+      step_recorder_->reset(step.start);
+    else
+      step_recorder_.emplace(cluster_, step.start, bytes_, /*layer_breakdown=*/false);
+    BatchRecorder& layers = *step_recorder_;
     layers.add(g, 0, *step.timing, step.end);
     layers.finish();
     moe_layer_ms_.insert(moe_layer_ms_.end(), layers.layer_ms().begin(), layers.layer_ms().end());
     for (const double ms : layers.alltoall_ms()) alltoall_ms_.add(ms);
-    t = layers.gpu_time();
+    t = &layers.gpu_time();
   } else {
-    t = gpu_time_breakdown(g, *step.timing, cluster_.num_gpus(), step.start, step.end);
+    unlayered = gpu_time_breakdown(g, *step.timing, cluster_.num_gpus(), step.start, step.end);
     for (const Task& task : g.tasks()) bytes_.add(task, cluster_);
   }
-  for (std::size_t gpu = 0; gpu < t.size(); ++gpu) {
-    GpuTime busy = t[gpu];
+  for (std::size_t gpu = 0; gpu < t->size(); ++gpu) {
+    GpuTime busy = (*t)[gpu];
     busy.waiting = 0;  // waiting is what the run's length leaves, computed in the summary
     gpu_time_[gpu] += busy;
   }

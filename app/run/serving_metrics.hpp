@@ -65,6 +65,9 @@ struct MeasurementWindow {
 class ServingMetrics {
  public:
   ServingMetrics(const Cluster& cluster, std::int64_t warmup_requests);
+  // The step recorder counts into bytes_: the object stays where it was built.
+  ServingMetrics(const ServingMetrics&) = delete;
+  ServingMetrics& operator=(const ServingMetrics&) = delete;
 
   void add_step(const StepRecord& step);
   /// A KV-cache hand-over between pools (bytes only).
@@ -93,6 +96,7 @@ class ServingMetrics {
   std::vector<GpuTime> gpu_time_;  ///< per GPU, summed over its pool's steps
   std::optional<GpuTimeSweep> unstepped_time_;  ///< layer-queue mode: executions and messages
   TrafficBytes bytes_;
+  std::optional<BatchRecorder> step_recorder_;  ///< every step's, reset for each (counts into bytes_)
   LoadStats load_;  ///< per MoE layer planned (a sampled layer once)
   std::vector<double> step_ms_, decode_step_ms_;
   std::vector<double> moe_layer_ms_;  ///< per MoE layer of every step

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -86,7 +85,10 @@ struct LayerQueueRuntime::State {
   static constexpr std::size_t kSmallGraphPageBits = 3;
   std::vector<std::unique_ptr<TaskGraph>> graphs;
   std::vector<TaskGraph*> free_graphs;
-  std::multiset<Tick> in_flight;  ///< when each graph in flight was submitted
+  /// When the graphs in flight were submitted: (tick, graphs still in flight) in submission
+  /// order, which is time order, so the oldest is at the front and a finished graph's entry is
+  /// found by binary search (no tree node per graph).
+  std::deque<std::pair<Tick, std::uint32_t>> in_flight;
 
   State(LayerQueueRuntime& owner, const ModelSpec& m, const Cluster& c, const RoutingModel& r, const AmoeConfig& cfg,
         std::uint64_t s, Simulator& simulator, PlanExecutor& executor, std::vector<Request>& reqs, Hooks h)
@@ -105,13 +107,21 @@ struct LayerQueueRuntime::State {
     return g;
   }
   std::shared_ptr<const TaskGraph> handle(TaskGraph* g) {
-    in_flight.insert(sim.now());
+    if (!in_flight.empty() && in_flight.back().first == sim.now())
+      ++in_flight.back().second;
+    else
+      in_flight.emplace_back(sim.now(), 1u);
     return {g, [](const TaskGraph*) {}};
   }
   /// Hands a finished graph, submitted at `submitted`, and its timings back for reuse.
   void recycle(TaskGraph* g, Tick submitted, std::vector<TaskTiming>&& timing) {
     free_graphs.push_back(g);
-    in_flight.erase(in_flight.find(submitted));
+    const auto at = std::lower_bound(in_flight.begin(), in_flight.end(), submitted,
+                                     [](const std::pair<Tick, std::uint32_t>& e, Tick t) { return e.first < t; });
+    if (at == in_flight.end() || at->first != submitted || at->second == 0)
+      throw std::logic_error("layer queues: a graph finished that was not in flight");
+    --at->second;
+    while (!in_flight.empty() && in_flight.front().second == 0) in_flight.pop_front();
     exec.recycle_timing(std::move(timing));
   }
 
@@ -461,7 +471,7 @@ void LayerQueueRuntime::check_drained() const {
 }
 
 Tick LayerQueueRuntime::horizon() const {
-  return s_->in_flight.empty() ? s_->sim.now() : std::min(s_->sim.now(), *s_->in_flight.begin());
+  return s_->in_flight.empty() ? s_->sim.now() : std::min(s_->sim.now(), s_->in_flight.front().first);
 }
 
 double LayerQueueRuntime::kv_cache_peak_fraction() const {
