@@ -122,10 +122,11 @@ class Cluster {
   /// A human-readable description of vertices and links.
   std::string describe() const;
 
-  /// NCCL's point-to-point figures for one class of route (crossing nodes or not, protocol, local
-  /// pair), which the all-to-all pricing (hardware/collectives.cpp) works out once per cluster
-  /// instead of once per call. The memo is the cluster's, like its routes: a cluster belongs to one
-  /// run and is not shared between threads.
+  /// NCCL's point-to-point figures (what a send costs apart from its size) that the pricing in
+  /// hardware/collectives.cpp works out once per cluster instead of once per message: by class
+  /// of route for all-to-alls (crossing nodes or not, protocol, local pair), and by GPU pair and
+  /// protocol for single sends on clusters small enough to hold every pair. The memos are the
+  /// cluster's, like its routes: a cluster belongs to one run and is not shared between threads.
   struct P2pFigures {
     double latency_us = 0.0;
     double alg_GBps = 0.0;
@@ -133,6 +134,7 @@ class Cluster {
     bool known = false;
   };
   std::vector<P2pFigures>& p2p_memo() const { return p2p_memo_; }
+  std::vector<P2pFigures>& p2p_pair_memo() const { return p2p_pair_memo_; }
 
  private:
   struct Graph;  // Boost.Graph adjacency list, kept out of the header
@@ -165,7 +167,7 @@ class Cluster {
   std::vector<std::vector<LinkId>> from_rail_;  ///< per endpoint: links from its rail NIC to it
   std::vector<LinkId> rail_up_, rail_down_;     ///< per endpoint: its rail NIC's links to and from the network
   std::unique_ptr<Graph> graph_;
-  mutable std::vector<P2pFigures> p2p_memo_;
+  mutable std::vector<P2pFigures> p2p_memo_, p2p_pair_memo_;
 };
 
 }  // namespace moesim

@@ -214,7 +214,18 @@ P2pPricing nccl_p2p_priced(const Cluster::P2pFigures& f, double bytes) {
 P2pPricing price_p2p(const Cluster& c, int src_gpu, int dst_gpu, double bytes) {
   if (c.spec().collective_model != "nccl" || src_gpu == dst_gpu)
     return {us_to_ticks(c.spec().collective_launch_us), 1.0, HopLatency::kPaid};
-  return nccl_p2p_priced(p2p_figures(c, src_gpu, dst_gpu, bytes), bytes);
+  // A layer-queue run sends millions of messages between a few GPUs: their figures are kept per
+  // (pair, protocol) on clusters of up to 128 GPUs (512 KB), worked out per message beyond.
+  constexpr int kMemoGpus = 128;
+  const int G = c.num_gpus();
+  if (G > kMemoGpus || src_gpu < 0 || dst_gpu < 0 || src_gpu >= G || dst_gpu >= G)
+    return nccl_p2p_priced(p2p_figures(c, src_gpu, dst_gpu, bytes), bytes);
+  std::vector<Cluster::P2pFigures>& memo = c.p2p_pair_memo();
+  if (memo.empty()) memo.resize(2 * static_cast<std::size_t>(G) * static_cast<std::size_t>(G));
+  const std::size_t key = (static_cast<std::size_t>(src_gpu) * static_cast<std::size_t>(G) +
+                           static_cast<std::size_t>(dst_gpu)) * 2 + (bytes <= kNcclP2pLLThreshold ? 0 : 1);
+  if (!memo[key].known) memo[key] = p2p_figures(c, src_gpu, dst_gpu, bytes);
+  return nccl_p2p_priced(memo[key], bytes);
 }
 
 TaskId add_ring_all_reduce(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus, double bytes,

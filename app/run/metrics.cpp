@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <utility>
 
@@ -90,20 +91,22 @@ double gpu_load_std(const std::vector<std::int64_t>& gpu_tokens) {
   return std::sqrt(var / n);
 }
 
-void LoadStats::add_layer(const std::vector<std::int64_t>& gpu_tokens, bool count_empty) {
+double LoadStats::add_layer(const std::vector<std::int64_t>& gpu_tokens, bool count_empty) {
   const double total = std::accumulate(gpu_tokens.begin(), gpu_tokens.end(), 0.0);
-  if (total <= 0 && !count_empty) return;
+  if (total <= 0 && !count_empty) return std::numeric_limits<double>::quiet_NaN();
   const double mx = static_cast<double>(*std::max_element(gpu_tokens.begin(), gpu_tokens.end()));
-  gpu_imbalance.push_back(total > 0 ? mx / (total / static_cast<double>(gpu_tokens.size())) : 1.0);
-  gpu_load_std.push_back(moesim::gpu_load_std(gpu_tokens));
+  const double imbalance = total > 0 ? mx / (total / static_cast<double>(gpu_tokens.size())) : 1.0;
+  gpu_imbalance.add(imbalance);
+  gpu_load_std.add(moesim::gpu_load_std(gpu_tokens));
+  return imbalance;
 }
 
 nlohmann::json LoadStats::to_json() const {
-  return {{"skewness", mean_of(skewness)},
-          {"skewness_max", max_of(skewness)},
-          {"gpu_max_over_mean", mean_of(gpu_imbalance)},
-          {"gpu_max_over_mean_max", max_of(gpu_imbalance)},
-          {"gpu_load_std", mean_of(gpu_load_std)}};
+  return {{"skewness", skewness.mean()},
+          {"skewness_max", skewness.max()},
+          {"gpu_max_over_mean", gpu_imbalance.mean()},
+          {"gpu_max_over_mean_max", gpu_imbalance.max()},
+          {"gpu_load_std", gpu_load_std.mean()}};
 }
 
 MetricsCollector::MetricsCollector(const Cluster& cluster)
@@ -112,8 +115,7 @@ MetricsCollector::MetricsCollector(const Cluster& cluster)
 void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const std::vector<MoeLayerOutput>& moe,
                                  const std::vector<double>& skewness, std::int64_t tokens,
                                  const std::vector<Forecast>& forecasts) {
-  const std::size_t first_layer = layer_ms_.size(), first_imbalance = load_.gpu_imbalance.size(),
-                    first_skew = load_.skewness.size(), first_forecast = error_.size();
+  const std::size_t first_layer = layer_ms_.size(), first_forecast = error_.size();
   const Tick start = observed.start(), end = observed.end();
   layer_ms_.insert(layer_ms_.end(), observed.layer_ms().begin(), observed.layer_ms().end());
   alltoall_ms_.insert(alltoall_ms_.end(), observed.alltoall_ms().begin(), observed.alltoall_ms().end());
@@ -121,12 +123,13 @@ void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const
   for (std::size_t gpu = 0; gpu < gpu_time_.size(); ++gpu) gpu_time_[gpu] += observed.gpu_time()[gpu];
 
   BatchMetrics b;
+  std::vector<double> imbalance;  // this batch's layers (a prefill layer always counts)
   for (const auto& layer : moe) {
     b.tokens_dropped += layer.tokens_dropped;
     bytes_.intra_gpu += layer.local_bytes;
-    load_.add_layer(layer.gpu_tokens, true);
+    imbalance.push_back(load_.add_layer(layer.gpu_tokens, true));
   }
-  load_.skewness.insert(load_.skewness.end(), skewness.begin(), skewness.end());
+  for (const double v : skewness) load_.skewness.add(v);
   for (const Forecast& f : forecasts) {
     overhead_ms_.push_back(f.overhead_ms);
     error_.push_back(f.error);
@@ -138,8 +141,8 @@ void MetricsCollector::add_batch(int batch, const BatchRecorder& observed, const
   b.tokens = tokens;
   b.layer_latency_ms = mean_since(layer_ms_, first_layer);
   b.alltoall_ms = mean_since(alltoall_ms_, first_layer);
-  b.skewness = mean_since(load_.skewness, first_skew);
-  b.gpu_max_over_mean = mean_since(load_.gpu_imbalance, first_imbalance);
+  b.skewness = mean_of(skewness);
+  b.gpu_max_over_mean = mean_of(imbalance);
   b.predictor_overhead_ms = mean_since(overhead_ms_, first_forecast);
   b.prediction_error = mean_since(error_, first_forecast);
   batches_.push_back(b);

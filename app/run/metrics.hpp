@@ -2,6 +2,7 @@
 // Turns task timings into the metrics of DESIGN.md (layer latency, TTFT, throughput, idle
 // fraction, all-to-all time, bytes by class, load, drops, memory), per batch and over the run.
 // A batch's tasks are observed by a BatchRecorder as they finish (app/batch_recorder.hpp).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -64,16 +65,35 @@ class RunningMean {
   std::size_t n_ = 0;
 };
 
+/// A running mean and maximum: the bits mean_of and max_of give over the same values in the
+/// order added, without keeping them (a layer-queue run adds one per execution, ~10^6).
+class RunningStat {
+ public:
+  void add(double v) {
+    mean_.add(v);
+    max_ = n_++ == 0 ? v : std::max(max_, v);
+  }
+  double mean() const { return mean_.mean(); }
+  double max() const { return n_ == 0 ? 0.0 : max_; }
+
+ private:
+  RunningMean mean_;
+  double max_ = 0.0;
+  std::size_t n_ = 0;
+};
+
 /// result.json's `load`, for prefill batches and serving steps alike: each MoE layer's routing
 /// skewness and how unevenly its selections fall on the GPUs (max over mean, and GRACE-MoE §5.1's
 /// standard deviation).
 struct LoadStats {
-  std::vector<double> skewness;
-  std::vector<double> gpu_imbalance;  ///< per MoE layer: the busiest GPU's selections over the mean
-  std::vector<double> gpu_load_std;   ///< per MoE layer: std dev of selections per GPU
+  RunningStat skewness;
+  RunningStat gpu_imbalance;  ///< per MoE layer: the busiest GPU's selections over the mean
+  RunningStat gpu_load_std;   ///< per MoE layer: std dev of selections per GPU
   /// One MoE layer's selections per GPU. A layer without selections counts as balanced when
-  /// `count_empty` (a prefill batch's layer) and not at all otherwise (a serving step's).
-  void add_layer(const std::vector<std::int64_t>& gpu_tokens, bool count_empty);
+  /// `count_empty` (a prefill batch's layer) and not at all otherwise (a serving step's, whose
+  /// imbalance is then NaN and not added).
+  /// Returns the layer's imbalance (the busiest GPU over the mean).
+  double add_layer(const std::vector<std::int64_t>& gpu_tokens, bool count_empty);
   nlohmann::json to_json() const;
 };
 

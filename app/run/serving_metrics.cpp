@@ -110,7 +110,7 @@ void ServingMetrics::add_step(const StepRecord& step) {
     bytes_.intra_gpu += moe.local_bytes * moe.repeat;
     load_.add_layer(moe.gpu_tokens, false);
   }
-  load_.skewness.insert(load_.skewness.end(), step.skewness.begin(), step.skewness.end());
+  for (const double v : step.skewness) load_.skewness.add(v);
   const double ms = ticks_to_ms(step.end - step.start);
   step_ms_.push_back(ms);
   if (step.prefill_tokens == 0) decode_step_ms_.push_back(ms);
@@ -126,7 +126,7 @@ void ServingMetrics::add_transfer(const TaskGraph& graph) {
 void ServingMetrics::add_execution(const ExecutionRecord& e) {
   if (!unstepped_time_) unstepped_time_.emplace(cluster_.num_gpus(), 0);
   for (TaskId i = 0; i < e.graph->size(); ++i) unstepped_time_->add(e.graph->task(i), (*e.timing)[i]);
-  if (e.routing) load_.skewness.push_back(e.routing->skewness());
+  if (e.routing) load_.skewness.add(e.routing->skewness());
   const double ms = ticks_to_ms(e.end - e.start);
   step_ms_.push_back(ms);
   if (e.prefill_tokens == 0) decode_step_ms_.push_back(ms);

@@ -111,7 +111,8 @@ struct LayerQueueRuntime::State {
       ++in_flight.back().second;
     else
       in_flight.emplace_back(sim.now(), 1u);
-    return {g, [](const TaskGraph*) {}};
+    // Borrowed, not owned: an empty owner aliased to the graph, so no control block is allocated.
+    return std::shared_ptr<const TaskGraph>(std::shared_ptr<const TaskGraph>(), g);
   }
   /// Hands a finished graph, submitted at `submitted`, and its timings back for reuse.
   void recycle(TaskGraph* g, Tick submitted, std::vector<TaskTiming>&& timing) {
