@@ -272,56 +272,69 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   thread_local std::vector<char> have;
   path_price.resize(keys);
   have.assign(keys, 0);
-  const auto price = [&](int a, int b, double bytes_ab) {
-    const bool inter = c.node_of_gpu(a) != c.node_of_gpu(b);
-    const std::size_t key = ((static_cast<std::size_t>(inter) * 2 + (bytes_ab <= kNcclP2pLLThreshold ? 0 : 1)) *
-                                 static_cast<std::size_t>(per_node) + static_cast<std::size_t>(a % per_node)) *
-                                static_cast<std::size_t>(per_node) + static_cast<std::size_t>(b % per_node);
+  // Per GPU its node and local index, so that a pair's key takes no division (10^6 pairs a call
+  // at 1,024 GPUs).
+  thread_local std::vector<int> node_of, local_of;
+  node_of.resize(n);
+  local_of.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    node_of[i] = c.node_of_gpu(gpus[i]);
+    local_of[i] = gpus[i] % per_node;
+  }
+  const auto price_key = [&](std::size_t i, std::size_t j) {
+    const double bytes_ij = bytes[i][j];
+    const std::size_t key = ((static_cast<std::size_t>(node_of[i] != node_of[j]) * 2 +
+                              (bytes_ij <= kNcclP2pLLThreshold ? 0 : 1)) * static_cast<std::size_t>(per_node) +
+                             static_cast<std::size_t>(local_of[i])) * static_cast<std::size_t>(per_node) +
+                            static_cast<std::size_t>(local_of[j]);
     if (!have[key]) {
-      if (!figures[key].known) figures[key] = p2p_figures(c, a, b, bytes_ab);
-      path_price[key] = nccl_p2p_priced(figures[key], bytes_ab);
+      if (!figures[key].known) figures[key] = p2p_figures(c, gpus[i], gpus[j], bytes_ij);
+      path_price[key] = nccl_p2p_priced(figures[key], bytes_ij);
       have[key] = 1;
     }
-    return path_price[key];
+    return static_cast<std::uint32_t>(key);
   };
-  const auto priced = [&](std::size_t i, std::size_t j) {
-    return nccl ? price(gpus[i], gpus[j], bytes[i][j]) : P2pPricing{0, wire_scale(cal, buffer), HopLatency::kPaid};
-  };
-  // Prices per pair, once (an EP64 layer has 4,032 pairs and two all-to-alls).
-  thread_local std::vector<P2pPricing> pair_price;
-  thread_local std::vector<TaskId> flow;  ///< n x n: the transfer of each pair, kNoTask if none
-  pair_price.resize(n * n);
-  flow.assign(n * n, TaskGraph::kNoTask);
+  // Without NCCL's model every pair has the same price (the measured curve's, or line rate).
+  const P2pPricing line_price{0, nccl ? 1.0 : wire_scale(cal, buffer), HopLatency::kPaid};
+  // Each pair's price, once, as its key into path_price (4 bytes a pair, not a copy of the price).
+  thread_local std::vector<std::uint32_t> pair_key;
+  if (nccl) pair_key.resize(n * n);
   thread_local std::vector<Tick> launch_ticks;
   launch_ticks.assign(n, 0);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < n; ++j) {
-      if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
-      pair_price[i * n + j] = priced(i, j);
-      if (nccl) launch_ticks[i] = std::max(launch_ticks[i], pair_price[i * n + j].launch);
-    }
+  if (nccl)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
+        const std::uint32_t key = price_key(i, j);
+        pair_key[i * n + j] = key;
+        launch_ticks[i] = std::max(launch_ticks[i], path_price[key].launch);
+      }
   thread_local std::vector<TaskId> launched;
   launched.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const TaskId dep[] = {start[i]};
     launched[i] = nccl ? g.delay(launch_ticks[i], phase, layer, dep) : launch(g, c, cal, phase, layer, dep);
   }
+  // The transfers, row by row: their ids are consecutive from first_flow in this order.
+  const auto first_flow = static_cast<TaskId>(g.size());
   for (std::size_t i = 0; i < n; ++i) {
     const int src = c.gpu_endpoint(gpus[i]);
     const TaskId dep[] = {launched[i]};
     for (std::size_t j = 0; j < n; ++j) {
       if (i == j || bytes[i][j] <= 0.0) continue;
+      const P2pPricing& p = nccl ? path_price[pair_key[i * n + j]] : line_price;
       const TaskId f = g.transfer(src, c.gpu_endpoint(gpus[j]), bytes[i][j], phase, layer, dep, gpus[i]);
-      g.price_transfer(f, pair_price[i * n + j].wire_scale, pair_price[i * n + j].hop);
-      flow[i * n + j] = f;
+      g.price_transfer(f, p.wire_scale, p.hop);
     }
   }
+  const auto flows_end = static_cast<TaskId>(g.size());
   // GPU i's call ends when its launch and every transfer from or to it have. The calls are added
   // first (ids in GPU order), then each transfer's two edges, row by row: a transfer's successor
   // list gets the lower GPU's call before the higher's, as when each call listed its transfers,
   // and no column of the n x n matrix is walked (at 1,024 GPUs that walk was a cache miss a pair).
   // all-to-all-balanced (core/invariants.hpp): what the calls wait to send is what they wait to
-  // receive, flow for flow and byte for byte, and both are the matrix off its diagonal.
+  // receive, flow for flow and byte for byte, and both are the matrix off its diagonal; the
+  // transfers walked are exactly the ones added, the last going where its pair says.
   std::vector<TaskId> done(n);
   for (std::size_t i = 0; i < n; ++i) {
     const TaskId dep[] = {launched[i]};
@@ -331,31 +344,36 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   received.assign(n, 0.0);
   std::size_t flows_sent = 0, flows_received = 0, flows_made = 0;
   double bytes_sent = 0.0, bytes_received = 0.0, bytes_off_diagonal = 0.0;
+  TaskId f = first_flow;
+  bool last_matches = true;
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) {
-      if (i != j && bytes[i][j] > 0.0) {
-        ++flows_made;
-        bytes_off_diagonal += bytes[i][j];
-      }
-      const TaskId f = flow[i * n + j];
-      if (f == TaskGraph::kNoTask) continue;
+      if (i == j || bytes[i][j] <= 0.0) continue;
+      ++flows_made;
+      bytes_off_diagonal += bytes[i][j];
+      if (f >= flows_end) continue;  // more pairs than transfers: the check below reports it
+      if (f + 1 == flows_end)
+        last_matches = g.task(f).src == c.gpu_endpoint(gpus[i]) && g.task(f).dst == c.gpu_endpoint(gpus[j]);
       g.depend(done[std::min(i, j)], f);
       g.depend(done[std::max(i, j)], f);
+      ++f;
       ++flows_sent;
       bytes_sent += bytes[i][j];
       ++flows_received;
       received[j] += bytes[i][j];
     }
+  const std::size_t transfers_added = flows_end - first_flow;
   for (const double b : received) bytes_received += b;
   const double tolerance = 1e-9 * bytes_off_diagonal;
-  check_invariant(flows_sent == flows_made && flows_received == flows_made &&
-                      std::abs(bytes_sent - bytes_off_diagonal) <= tolerance &&
+  check_invariant(flows_sent == flows_made && flows_received == flows_made && transfers_added == flows_made &&
+                      last_matches && std::abs(bytes_sent - bytes_off_diagonal) <= tolerance &&
                       std::abs(bytes_received - bytes_off_diagonal) <= tolerance,
                   Invariant::kAllToAllBalanced, [&] {
                     return "layer " + std::to_string(layer) + ": " + std::to_string(flows_made) + " flows of " +
                            std::to_string(bytes_off_diagonal) + " bytes; the calls send " + std::to_string(flows_sent) +
                            " (" + std::to_string(bytes_sent) + " bytes) and receive " + std::to_string(flows_received) +
-                           " (" + std::to_string(bytes_received) + " bytes)";
+                           " (" + std::to_string(bytes_received) + " bytes) of " + std::to_string(transfers_added) +
+                           " transfers added" + (last_matches ? "" : ", the last not between its pair's GPUs");
                   });
   return done;
 }

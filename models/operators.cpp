@@ -140,6 +140,7 @@ std::vector<Op> attention_step_ops(const ModelSpec& model, std::span<const SeqCh
   const std::int64_t tokens = full.new_tokens + latent.new_tokens;
   if (tokens == 0) return {};
   std::vector<Op> ops;
+  ops.reserve(16);  // every kind's ops at once (MLA's are the most)
   ops.push_back(make_elementwise("attn.norm", d(tokens) * d(m.hidden), dt));
 
   std::int64_t v_dim = a.head_dim;
@@ -178,6 +179,7 @@ std::vector<Op> attention_ops(const ModelSpec& m, std::int64_t sequences, std::i
 
 std::vector<Op> router_ops(const ModelSpec& m, std::int64_t tokens) {
   std::vector<Op> ops;
+  ops.reserve(3);
   ops.push_back(make_elementwise("router.norm", d(tokens) * d(m.hidden), m.dtype));
   ops.push_back(make_gemm("router.gate", tokens, m.experts, m.hidden, m.dtype));
   ops.push_back(make_elementwise("router.topk", d(tokens) * m.experts, m.dtype));
@@ -190,6 +192,7 @@ std::vector<Op> expert_ops(const ModelSpec& m, const std::vector<std::int64_t>& 
   if (rows == 0) return {};  // no tokens: no kernel runs and no weights are read
   const bool glu = m.activation == Activation::kSwiGlu;
   std::vector<Op> ops;
+  ops.reserve(3);
   const DType math = m.expert_compute_dtype(), weights = m.expert_weight_dtype();
   ops.push_back(make_quantized_grouped_gemm("expert.up", tokens_per_expert, m.expert_ffn * (glu ? 2 : 1), m.hidden,
                                             math, weights));

@@ -64,6 +64,9 @@ struct ServingEngine::PoolState {
   int step = 0;
   LayerSample sample;  ///< the step's planned MoE layers
   std::vector<int> gpu_of, endpoint_of;  ///< pool view → cluster (empty: identical)
+  /// The last step's shape: the next one starts from a fresh shape that takes over its per-GPU
+  /// chunk lists, emptied, so that their memory is not allocated anew every step.
+  StepShape shape;
 };
 
 ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools, std::vector<RequestSpec> requests)
@@ -223,7 +226,18 @@ void ServingEngine::start_step(int pool) {
   const ModelSpec& m = *setup_.model;
   const double kv_bytes = kv_cache_bytes_per_token(m);
   p.rank_steps.clear();
-  StepShape shape;
+  {
+    StepShape fresh;
+    fresh.seqs = std::move(p.shape.seqs);
+    fresh.draft_seqs = std::move(p.shape.draft_seqs);
+    fresh.swap_out_bytes = std::move(p.shape.swap_out_bytes);
+    fresh.swap_in_bytes = std::move(p.shape.swap_in_bytes);
+    for (auto& chunks : fresh.seqs) chunks.clear();
+    for (auto& chunks : fresh.draft_seqs) chunks.clear();
+    if (!setup_.scheduler.speculative.enabled()) fresh.draft_seqs.clear();  // empty unless drafting
+    p.shape = std::move(fresh);
+  }
+  StepShape& shape = p.shape;
   shape.seqs.resize(static_cast<std::size_t>(sp.gpus));
   shape.swap_out_bytes.assign(static_cast<std::size_t>(sp.gpus), 0.0);
   shape.swap_in_bytes.assign(static_cast<std::size_t>(sp.gpus), 0.0);

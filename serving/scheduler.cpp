@@ -178,6 +178,7 @@ std::int64_t RankScheduler::decode_tokens(const Request& r) const {
 
 std::vector<Request*> RankScheduler::complete(const RankStep& step, const AcceptDrafts& accept) {
   std::vector<Request*> produced;
+  produced.reserve(step.chunks.size());
   for (const ScheduledChunk& c : step.chunks) {
     Request* r = c.request;
     const bool decode = !r->prefilling();

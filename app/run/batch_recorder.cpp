@@ -35,6 +35,7 @@ void BatchRecorder::reset(Tick start) {
   has_layers_ = false;
   closed_ = 0;
   open_.clear();
+  cached_layer_ = -1;
   gpu_sweep_.reset(start);
   layer_ms_.clear();
   alltoall_ms_.clear();
@@ -57,24 +58,30 @@ void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const Tas
     const Task& t = plan.task(first + static_cast<TaskId>(i));
     const TaskTiming& tm = timing[i];
     end_ = std::max(end_, tm.end);
+    OpenLayer* l = nullptr;
     if (t.layer >= 0) {
-      OpenLayer& l = layer(t.layer);
+      // Consecutive tasks mostly share a layer: its entry is found once for the run of them (a
+      // deque keeps references to its other elements as it grows at the back).
+      if (t.layer != cached_layer_) {
+        cached_open_ = &layer(t.layer);
+        cached_layer_ = t.layer;
+      }
+      l = cached_open_;
       has_layers_ = true;
       max_layer_end_ = std::max(max_layer_end_, tm.end);
-      l.end = std::max(l.end, tm.end);
+      l->end = std::max(l->end, tm.end);
       if (t.kind == TaskKind::kCompute && t.phase == phase::kRouter) {
-        l.moe = true;
-        l.repeat = std::max<int>(l.repeat, t.repeat);
+        l->moe = true;
+        l->repeat = std::max<int>(l->repeat, t.repeat);
       }
-      if (layer_breakdown_) l.sweep.add(t, tm);
+      if (layer_breakdown_) l->sweep.add(t, tm);
     }
     if (t.kind == TaskKind::kTransfer) {
       bytes_.add(t, cluster_);
-      if ((t.phase == phase::kDispatch || t.phase == phase::kCombine) && t.layer >= 0) {
-        OpenLayer& l = layer(t.layer);
+      if ((t.phase == phase::kDispatch || t.phase == phase::kCombine) && l) {
         const int k = t.phase == phase::kCombine ? 1 : 0;
-        l.a2a_begin[k] = std::min(l.a2a_begin[k], tm.start);
-        l.a2a_end[k] = std::max(l.a2a_end[k], tm.end);
+        l->a2a_begin[k] = std::min(l->a2a_begin[k], tm.start);
+        l->a2a_end[k] = std::max(l->a2a_end[k], tm.end);
       }
     }
     gpu_sweep_.add(t, tm);
@@ -85,6 +92,7 @@ void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const Tas
 // A layer's window runs from the latest end of the layers before it to its own end: its latency,
 // and the span its breakdown divides.
 void BatchRecorder::close_layers(int layer) {
+  cached_layer_ = -1;  // its entry may be closed below
   for (; closed_ < layer; ++closed_) {
     OpenLayer l;
     l.end = start_;

@@ -84,6 +84,8 @@ class BatchRecorder final : public BatchObserver {
   bool layer_breakdown_ = true;
   int closed_ = 0;                ///< layers before this are closed
   std::deque<OpenLayer> open_;    ///< open_[i] is layer closed_ + i
+  int cached_layer_ = -1;          ///< the layer add() found last (-1: none), and its entry
+  OpenLayer* cached_open_ = nullptr;
   GpuTimeSweep gpu_sweep_;
   std::vector<double> layer_ms_, alltoall_ms_;
   std::vector<LayerBreakdown> layer_parts_;
