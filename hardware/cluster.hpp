@@ -61,6 +61,10 @@ struct ClusterSpec {
   /// Network backend timing transfers (make_network): "flow" (max-min fair sharing, exact for
   /// overlapping traffic) or "analytic" (per-tick groups priced from link loads, for big clusters).
   std::string network_model = "flow";
+  /// Flow backend only: when the earliest flow completes, every flow due within this many
+  /// microseconds completes with it, so they share one max-min recomputation (sim/flow_network.hpp).
+  /// 0 = exact (one tick). An approximation, off by default: flows finish up to this much early.
+  double flow_completion_window_us = 0.0;
   /// How compute is priced (ComputeCostModel): "roofline" (the slower of FLOPs and memory traffic,
   /// with tile and k-loop losses) or "flops-only" (time proportional to FLOPs at peak efficiency:
   /// the assumption of MoE-GPS §2 and §5 that compute is saturated).

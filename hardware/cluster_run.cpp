@@ -1,11 +1,18 @@
 #include "hardware/cluster_run.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace moesim {
 
+NetworkOptions network_options(const ClusterSpec& spec) {
+  NetworkOptions o;
+  o.flow_completion_window = std::max<Tick>(1, us_to_ticks(spec.flow_completion_window_us));
+  return o;
+}
+
 ClusterRun::ClusterRun(const Cluster& cluster, PlanExecutor::Hooks hooks)
-    : net(make_network(cluster.spec().network_model, sim)),
+    : net(make_network(cluster.spec().network_model, sim, network_options(cluster.spec()))),
       // The links are installed before the executor sees the network.
       exec((cluster.install(*net), sim), *net, cluster.num_gpus(), std::move(hooks)) {}
 

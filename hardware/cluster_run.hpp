@@ -13,6 +13,9 @@
 
 namespace moesim {
 
+/// The backend options the cluster's spec sets (hardware.flow_completion_window_us).
+NetworkOptions network_options(const ClusterSpec& spec);
+
 /// One cluster's event loop, network and executor (neither copied nor moved: the executor and
 /// the network hold the simulator).
 struct ClusterRun {

@@ -178,11 +178,13 @@ void FlowNetwork::reallocate() {
 
 void FlowNetwork::on_completion_check(std::uint64_t generation) {
   if (generation != generation_) return;  // superseded by a later reallocation
-  // Everything due within the next tick is complete: less than one tick of bytes is left.
+  // Everything due within the next tick is complete: less than one tick of bytes is left. With a
+  // completion window, everything due within the window (an approximation: see the header).
   std::vector<std::uint32_t>& finished = finished_;
   finished.clear();
   const Tick now = sim_.now();
-  while (!due_.empty() && due_.top_tick() <= now + 1) {
+  const Tick until = now > kTickMax - completion_window_ ? kTickMax : now + completion_window_;
+  while (!due_.empty() && due_.top_tick() <= until) {
     finished.push_back(due_.top_slot());
     due_.pop();
   }

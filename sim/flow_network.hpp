@@ -9,6 +9,13 @@
 // flows round by round, and a flow that ends only changes the rounds from the one that froze it
 // onwards, so only those rounds are redone, from a per-link undo log of remaining capacity. The
 // rates are those a filling from scratch would give, bit for bit.
+//
+// Completion window (hardware.flow_completion_window_us, an approximation off by default): when
+// the earliest flow completes, every flow due within the window completes with it, and the rates
+// are recomputed once for all of them. A skewed all-to-all's flows finish at thousands of distinct
+// ticks, each a recomputation; a window of a microsecond batches them, and each batched flow ends
+// less than a window early (its last bytes count as delivered). Exact is a window of one tick:
+// a flow due within the next tick has less than a tick of bytes left.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -26,7 +33,9 @@ namespace moesim {
 /// the `flow` network backend.
 class FlowNetwork final : public NetworkBackend {
  public:
-  explicit FlowNetwork(Simulator& sim) : sim_(sim) {}
+  /// `completion_window` ticks (>= 1; 1 is exact): see the file comment.
+  explicit FlowNetwork(Simulator& sim, Tick completion_window = 1)
+      : sim_(sim), completion_window_(std::max<Tick>(1, completion_window)) {}
 
   LinkId add_link(std::string name, double bandwidth_Bps, Tick latency) override;
   const Link& link(LinkId id) const override { return links_[id]; }
@@ -112,6 +121,7 @@ class FlowNetwork final : public NetworkBackend {
   void set_rates();
 
   Simulator& sim_;
+  Tick completion_window_;  ///< flows due within this of the earliest completion finish with it
   std::vector<Link> links_;
   std::vector<double> bw_per_tick_;  ///< link bandwidth in bytes per tick
   std::vector<Flow> flows_;          ///< slots; dead ones are reused

@@ -50,15 +50,23 @@ class NetworkBackend {
   virtual std::size_t active_flows() const = 0;
 };
 
+/// What a backend is built with beyond its simulator (each backend reads the options it has).
+struct NetworkOptions {
+  /// Flow backend: flows due within this many ticks of the earliest completion complete with it
+  /// (1 = exact: less than a tick of bytes left). See FlowNetwork.
+  Tick flow_completion_window = 1;
+};
+
 /// A network backend in the registry: how it is built on a simulator.
 struct NetworkModelInfo {
-  std::function<std::unique_ptr<NetworkBackend>(Simulator&)> make;
+  std::function<std::unique_ptr<NetworkBackend>(Simulator&, const NetworkOptions&)> make;
 };
 /// The network backends (hardware.network_model), each with a one-line description: "flow"
 /// (max-min fair sharing) and "analytic" (per-tick link loads).
 Registry<NetworkModelInfo>& network_models();
 
 /// The backend `model` names (a registry miss lists the valid names).
-std::unique_ptr<NetworkBackend> make_network(const std::string& model, Simulator& sim);
+std::unique_ptr<NetworkBackend> make_network(const std::string& model, Simulator& sim,
+                                             const NetworkOptions& options = {});
 
 }  // namespace moesim

@@ -353,6 +353,11 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
                    "(use up to ~64 GPUs, or when overlapping collectives contend); analytic = each tick's "
                    "transfers priced from the bytes on their busiest link (use for very large clusters)",
                    network_models().names()),
+      float_field("flow_completion_window_us", c.flow_completion_window_us, "us",
+                  "flow backend only, an approximation: when the earliest flow completes, every flow due "
+                  "within this window completes with it and the rates are recomputed once (flows end up to "
+                  "this much early; docs/benchmarks.md measures the error); 0 = exact",
+                  0.0, kMaxLatencyUs),
       choice_field("compute_model", c.compute_model,
                    "how kernels are priced: roofline = the slower of their FLOPs (with tile and k-loop "
                    "losses) and their memory traffic; flops-only = time proportional to FLOPs at peak "
@@ -432,6 +437,7 @@ void set_cluster_fields(const ParamSet& p, ClusterSpec& c) {
   c.host_speed = p.get_float("host_speed");
   c.cpu_vendor = p.get_string("cpu_vendor");
   c.network_model = p.get_string("network_model");
+  c.flow_completion_window_us = p.get_float("flow_completion_window_us");
   c.compute_model = p.get_string("compute_model");
 }
 

@@ -41,6 +41,27 @@ TEST(Runner, DifferentSeedChangesTheDraws) {
   EXPECT_NE(a["runs"][0]["metrics"].dump(), b["runs"][0]["metrics"].dump());
 }
 
+// hardware.flow_completion_window_us (an approximation, off by default): flows due within the
+// window of the earliest completion end with it, so the skewed all-to-alls take fewer events;
+// the bytes are the same and the batches' latency moves by far less than a window per transfer.
+TEST(Runner, FlowCompletionWindowBatchesCompletionsAndKeepsBytes) {
+  const auto exact = run_scenario(load_scenario_text(kScenario, "e2e.yaml"));
+  const auto off = run_scenario(load_scenario_text(kScenario, "e2e.yaml", {"hardware.flow_completion_window_us=0"}));
+  EXPECT_EQ(exact["runs"].dump(), off["runs"].dump());  // 0 is exact: the default
+  const auto windowed =
+      run_scenario(load_scenario_text(kScenario, "e2e.yaml", {"hardware.flow_completion_window_us=5"}));
+  ASSERT_EQ(windowed["runs"].size(), exact["runs"].size());
+  for (std::size_t r = 0; r < exact["runs"].size(); ++r) {
+    const auto& a = exact["runs"][r]["metrics"];
+    const auto& b = windowed["runs"][r]["metrics"];
+    EXPECT_LT(b["events"].get<double>(), a["events"].get<double>());
+    EXPECT_EQ(b["bytes"].dump(), a["bytes"].dump());
+    const double ttft = a["ttft_ms"]["mean"].get<double>();
+    EXPECT_NEAR(b["ttft_ms"]["mean"].get<double>(), ttft, 0.01 * ttft);
+    EXPECT_NE(b["ttft_ms"]["mean"].get<double>(), ttft);  // the window did batch something
+  }
+}
+
 TEST(Runner, MetricsAreConsistent) {
   const auto r = run_scenario(load_scenario_text(kScenario, "e2e.yaml"));
   ASSERT_EQ(r["runs"].size(), 3u);

@@ -109,4 +109,46 @@ TEST(FlowNetwork, HotReceiverIsTheBottleneck) {
   expect_ms(last, 400.0);  // 4 GB through one 10 GB/s link
 }
 
+// The completion window (hardware.flow_completion_window_us): 1 GB, 1.001 GB and 3 GB on one
+// 10 GB/s link. Exact: all at 10/3 GB/s until the first ends (300 ms), the second's last 1 MB at
+// 5 GB/s (300.2 ms), the third then alone (5.001 GB in all: 500.1 ms). With a 1 ms window the
+// second is due within it, so it ends with the first at 300 ms, its last MB counted delivered,
+// and the third's 2 GB left take 200 ms alone: 500 ms, one recomputation fewer.
+TEST(FlowNetwork, CompletionWindowEndsFlowsDueWithinItTogether) {
+  struct Ends {
+    Tick a = -1, b = -1, c = -1;
+    std::uint64_t reallocations = 0;
+    double carried = 0.0;
+  };
+  auto run = [](Tick window) {
+    Simulator sim;
+    FlowNetwork net(sim, window);
+    const LinkId l = net.add_link("shared", 10 * kGB, 0);
+    Ends e;
+    net.start_flow({l}, 1 * kGB, [&] { e.a = sim.now(); });
+    net.start_flow({l}, 1.001 * kGB, [&] { e.b = sim.now(); });
+    net.start_flow({l}, 3 * kGB, [&] { e.c = sim.now(); });
+    sim.run();
+    e.reallocations = net.reallocations();
+    e.carried = net.link(l).bytes_carried;
+    return e;
+  };
+  const Ends exact = run(1);
+  expect_ms(exact.a, 300.0);
+  expect_ms(exact.b, 300.2);
+  expect_ms(exact.c, 500.1);
+  const Ends windowed = run(ms_to_ticks(1.0));
+  expect_ms(windowed.a, 300.0);
+  EXPECT_EQ(windowed.b, windowed.a);
+  expect_ms(windowed.c, 500.0);
+  EXPECT_EQ(windowed.reallocations + 1, exact.reallocations);
+  EXPECT_DOUBLE_EQ(windowed.carried, exact.carried);  // every flow's bytes count as carried
+  // A window shorter than the gap between completions changes nothing.
+  const Ends narrow = run(us_to_ticks(100.0));
+  EXPECT_EQ(narrow.a, exact.a);
+  EXPECT_EQ(narrow.b, exact.b);
+  EXPECT_EQ(narrow.c, exact.c);
+  EXPECT_EQ(narrow.reallocations, exact.reallocations);
+}
+
 }  // namespace moesim
