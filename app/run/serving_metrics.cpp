@@ -182,15 +182,24 @@ nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, con
   std::int64_t out_tokens = 0, in_tokens = 0, done = 0, good = 0;
   const double from_ms = ticks_to_ms(t0), to_ms = ticks_to_ms(t1);
   for (const Request& r : engine.requests()) {
-    // Token i of a request came out at its first token plus its first i inter-token gaps.
-    double at_ms = ticks_to_ms(r.first_token);
-    if (at_ms > from_ms && at_ms <= to_ms) {
-      ++out_tokens;
+    // A request whose first and last tokens both came out inside the window counts whole, from
+    // their ticks. Summing its gaps in milliseconds can put its last token a rounding error past
+    // the window's end, and the window ends at the last completion, where a closed-loop run's
+    // requests finish together: such runs lost a token per request from their throughput.
+    if (r.first_token >= 0 && r.first_token > t0 && r.last_token <= t1) {
+      out_tokens += 1 + static_cast<std::int64_t>(r.itl_ms.size());
       in_tokens += r.spec.prompt_tokens;
-    }
-    for (double gap : r.itl_ms) {
-      at_ms += gap;
-      if (at_ms > from_ms && at_ms <= to_ms) ++out_tokens;
+    } else {
+      // Straddling the window: token i came out at its first token plus its first i gaps.
+      double at_ms = ticks_to_ms(r.first_token);
+      if (at_ms > from_ms && at_ms <= to_ms) {
+        ++out_tokens;
+        in_tokens += r.spec.prompt_tokens;
+      }
+      for (double gap : r.itl_ms) {
+        at_ms += gap;
+        if (at_ms > from_ms && at_ms <= to_ms) ++out_tokens;
+      }
     }
     if (r.finished <= t0 || r.finished > t1) continue;
     ++done;

@@ -70,4 +70,24 @@ TEST(MeasurementWindow, BelowCapacityKeepsTheArrivalWindowAndTheOfferedRate) {
               0.15 * m["offered_rate_per_s"].get<double>());
 }
 
+// A closed-loop run whose requests all finish at its last step: the window ends at that step,
+// and every token is inside it. Summing a request's gaps in milliseconds put its last token a
+// rounding error past the window's end at 13 output tokens here, and the throughput lost one
+// token per request (768 of 832); a request inside the window now counts whole, from its ticks.
+TEST(MeasurementWindow, RequestsFinishingAtTheWindowsEndCountEveryToken) {
+  for (const int output : {8, 13, 16}) {
+    const std::string text =
+        "name: closed-window\nseed: 1\nmodel: {preset: mixtral-8x7b}\nhardware: dgx-a100\n"
+        "workload: {kind: serving, requests: 64, warmup_requests: 0, arrival: {process: closed, clients: 64}, "
+        "prompt_tokens: 64, output_tokens: " + std::to_string(output) + ", routing: {kind: uniform}}\npolicy: static-ep\n";
+    const Scenario s = load_scenario_text(text, "closed.yaml");
+    std::string csv;
+    const nlohmann::json run = run_serving(s, s.policies.front(), s.predictors.front(), "", csv);
+    const nlohmann::json& m = run["metrics"];
+    EXPECT_EQ(m["measurement_window"]["ends_at"], "last completion");
+    const double tokens = m["throughput_tokens_per_s"].get<double>() * m["measurement_window_s"].get<double>();
+    EXPECT_NEAR(tokens, 64.0 * output, 1e-9 * 64 * output) << output << " output tokens";
+  }
+}
+
 }  // namespace moesim
