@@ -1,13 +1,12 @@
 #include "hardware/cluster_run.hpp"
 
-#include <algorithm>
 #include <utility>
 
 namespace moesim {
 
 NetworkOptions network_options(const ClusterSpec& spec) {
   NetworkOptions o;
-  o.flow_completion_window = std::max<Tick>(1, us_to_ticks(spec.flow_completion_window_us));
+  o.flow_completion_window = us_to_ticks(spec.flow_completion_window_us);  // FlowNetwork takes at least 1
   return o;
 }
 

@@ -186,7 +186,7 @@ nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, con
     // their ticks. Summing its gaps in milliseconds can put its last token a rounding error past
     // the window's end, and the window ends at the last completion, where a closed-loop run's
     // requests finish together: such runs lost a token per request from their throughput.
-    if (r.first_token >= 0 && r.first_token > t0 && r.last_token <= t1) {
+    if (r.first_token > t0 && r.last_token <= t1) {  // t0 >= 0: a request with no token straddles
       out_tokens += 1 + static_cast<std::int64_t>(r.itl_ms.size());
       in_tokens += r.spec.prompt_tokens;
     } else {

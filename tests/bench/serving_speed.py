@@ -123,26 +123,23 @@ def target_text(target):
     return {"x": f">= {value}x real time", "wall": f"<= {value} s", "per_min": f"<= {value} s per simulated minute"}[kind]
 
 
+def relative_errors(exact, approx, metrics, digits=1):
+    """Each named metric of the approximate run against the exact one, in percent."""
+    if not exact or not approx:
+        return "—"
+    return ", ".join(f"{name} {100 * (get(approx) / get(exact) - 1):+.{digits}f}%" for name, get in metrics)
+
+
+# Serving: output throughput, mean TPOT and TTFT, and p99 TPOT.
+SERVING_ERRORS = (("throughput", lambda m: m["throughput_tokens_per_s"]), ("TPOT", lambda m: m["tpot_ms"]["mean"]),
+                  ("TTFT", lambda m: m["ttft_ms"]["mean"]), ("TPOT p99", lambda m: m["tpot_ms"]["p99"]))
+# Prefill: TTFT (the batch's latency), all-to-all time and the mean GPU idle fraction.
+PREFILL_ERRORS = (("TTFT", lambda m: m["ttft_ms"]["mean"]), ("all-to-all", lambda m: m["alltoall_ms"]),
+                  ("GPU idle", lambda m: m["gpu_idle_fraction"]["mean"]))
+
+
 def error_text(exact, approx):
-    """Output throughput, mean TPOT and TTFT, and p99 TPOT of the sampled run against the exact one."""
-    if not exact or not approx:
-        return "—"
-    parts = []
-    for name, get in (("throughput", lambda m: m["throughput_tokens_per_s"]), ("TPOT", lambda m: m["tpot_ms"]["mean"]),
-                      ("TTFT", lambda m: m["ttft_ms"]["mean"]), ("TPOT p99", lambda m: m["tpot_ms"]["p99"])):
-        parts.append(f"{name} {100 * (get(approx) / get(exact) - 1):+.1f}%")
-    return ", ".join(parts)
-
-
-def prefill_error_text(exact, approx):
-    """TTFT (the batch's latency), all-to-all time and the mean GPU idle fraction against the exact run."""
-    if not exact or not approx:
-        return "—"
-    parts = []
-    for name, get in (("TTFT", lambda m: m["ttft_ms"]["mean"]), ("all-to-all", lambda m: m["alltoall_ms"]),
-                      ("GPU idle", lambda m: m["gpu_idle_fraction"]["mean"])):
-        parts.append(f"{name} {100 * (get(approx) / get(exact) - 1):+.3f}%")
-    return ", ".join(parts)
+    return relative_errors(exact, approx, SERVING_ERRORS)
 
 
 def row(label, target, status, cpu, simulated, rss, note=""):
@@ -171,7 +168,7 @@ def targets(moesim, budget):
         status, cpu, simulated, rss, approx = run_case(
             moesim, scenario, sets + [f"hardware.flow_completion_window_us={window}"], backend, budget)
         row(f"same, `flow_completion_window_us: {window}`", target, status, cpu, simulated, rss,
-            prefill_error_text(exact, approx))
+            relative_errors(exact, approx, PREFILL_ERRORS, 3))
     # The sweep: 20 arrival rates x 3 policies of the Mixtral case, wall time at --jobs 2.
     for extra in ([], [f"serving.layer_sampling={SWEEP_SAMPLING}"]):
         with tempfile.TemporaryDirectory() as out:
