@@ -65,6 +65,11 @@ struct ClusterSpec {
   /// microseconds completes with it, so they share one max-min recomputation (sim/flow_network.hpp).
   /// 0 = exact (one tick). An approximation, off by default: flows finish up to this much early.
   double flow_completion_window_us = 0.0;
+  /// How an all-to-all is planned (collectives.hpp): "flows" = one transfer per GPU pair, timed
+  /// by the network backend; "closed-form" = one task per GPU, its call's end worked out when the
+  /// plan is built from the all-to-all's link loads (the analytic backend's rule for a group of
+  /// flows, hardware/closed_form_all_to_all.hpp). An approximation for large runs, off by default.
+  std::string all_to_all_model = "flows";
   /// How compute is priced (ComputeCostModel): "roofline" (the slower of FLOPs and memory traffic,
   /// with tile and k-loop losses) or "flops-only" (time proportional to FLOPs at peak efficiency:
   /// the assumption of MoE-GPS §2 and §5 that compute is saturated).
@@ -140,15 +145,9 @@ class Cluster {
   std::vector<P2pFigures>& p2p_memo() const { return p2p_memo_; }
   std::vector<P2pFigures>& p2p_pair_memo() const { return p2p_pair_memo_; }
 
- private:
-  struct Graph;  // Boost.Graph adjacency list, kept out of the header
-  void compute_routes();
-  /// Replaces `route` (cost `cost`) between two GPU vertices of one node with a relay through a
-  /// third GPU over NVLink, NCCL's NVB path, where the pair has no NVLink and that is cheaper.
-  void nvlink_relay(std::size_t src, std::size_t dst, double cost, std::vector<LinkId>& route) const;
-  void check_endpoints(int src, int dst) const;
   /// The pieces of the route from `src` to `dst`: within a node, `*inside`; between nodes, `*head`,
-  /// the two network links and `*tail`.
+  /// the two network links and `*tail` (a route between nodes is head + up + down + tail, where
+  /// head and up depend only on src, down and tail only on dst).
   struct RouteParts {
     const std::vector<LinkId>* inside = nullptr;
     const std::vector<LinkId>* head = nullptr;
@@ -156,6 +155,14 @@ class Cluster {
     const std::vector<LinkId>* tail = nullptr;
   };
   RouteParts route_parts(int src, int dst) const;
+
+ private:
+  struct Graph;  // Boost.Graph adjacency list, kept out of the header
+  void compute_routes();
+  /// Replaces `route` (cost `cost`) between two GPU vertices of one node with a relay through a
+  /// third GPU over NVLink, NCCL's NVB path, where the pair has no NVLink and that is cheaper.
+  void nvlink_relay(std::size_t src, std::size_t dst, double cost, std::vector<LinkId>& route) const;
+  void check_endpoints(int src, int dst) const;
   /// Calls f(link) for each link of the route from `src` to `dst`, in order.
   template <class F>
   void for_each_link(int src, int dst, F&& f) const;

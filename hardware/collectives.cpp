@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/invariants.hpp"
+#include "hardware/closed_form_all_to_all.hpp"
 #include "hardware/cost_model.hpp"
 #include "hardware/link_loads.hpp"
 #include "hardware/nccl_tuning.hpp"
@@ -297,24 +298,38 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   // Without NCCL's model every pair has the same price (the measured curve's, or line rate).
   const P2pPricing line_price{0, nccl ? 1.0 : wire_scale(cal, buffer), HopLatency::kPaid};
   // Each pair's price, once, as its key into path_price (4 bytes a pair, not a copy of the price).
+  // A closed-form all-to-all (hardware.all_to_all_model) takes each pair's bytes and price here
+  // instead, and plans no transfer.
+  const bool closed_form = c.spec().all_to_all_model == "closed-form";
+  thread_local ClosedFormAllToAll closed;
+  if (closed_form) closed.start(c, gpus);
   thread_local std::vector<std::uint32_t> pair_key;
-  if (nccl) pair_key.resize(n * n);
+  if (nccl && !closed_form) pair_key.resize(n * n);
   thread_local std::vector<Tick> launch_ticks;
   launch_ticks.assign(n, 0);
-  if (nccl)
+  if (nccl) {
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < n; ++j) {
         if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
         const std::uint32_t key = price_key(i, j);
-        pair_key[i * n + j] = key;
+        if (closed_form)
+          closed.add(i, j, bytes[i][j], path_price[key]);
+        else
+          pair_key[i * n + j] = key;
         launch_ticks[i] = std::max(launch_ticks[i], path_price[key].launch);
       }
+  } else if (closed_form) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        if (i != j && bytes[i][j] > 0.0) closed.add(i, j, bytes[i][j], line_price);
+  }
   thread_local std::vector<TaskId> launched;
   launched.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const TaskId dep[] = {start[i]};
     launched[i] = nccl ? g.delay(launch_ticks[i], phase, layer, dep) : launch(g, c, cal, phase, layer, dep);
   }
+  if (closed_form) return closed.plan(g, bytes, phase, layer, launched);
   // The transfers, row by row: their ids are consecutive from first_flow in this order.
   const auto first_flow = static_cast<TaskId>(g.size());
   for (std::size_t i = 0; i < n; ++i) {

@@ -26,6 +26,11 @@ GpuUses gpu_uses(const Task& t, int num_gpus) {
     case TaskKind::kCompute: add(t.gpu, GpuActivity::kCompute); break;
     case TaskKind::kDelay: add(t.gpu, GpuActivity::kSchedule); break;
     case TaskKind::kJoin: break;
+    case TaskKind::kCollective:
+      // Its GPU's sends and receives, priced together.
+      add(t.gpu, GpuActivity::kSend);
+      add(t.gpu, GpuActivity::kReceive);
+      break;
     case TaskKind::kTransfer:
       if (t.engine != CopyEngine::kNone) {
         add(t.gpu, GpuActivity::kCopy);
@@ -113,6 +118,9 @@ void ChromeTrace::add_batch(const TaskGraph& plan, const std::vector<TaskTiming>
       args["src"] = t.src;
       args["dst"] = t.dst;
       if (t.engine != CopyEngine::kNone) args["engine"] = engine_name(t.engine);
+    } else if (t.kind == TaskKind::kCollective) {
+      args["bytes"] = t.bytes;
+      args["bytes_across_nodes"] = t.bytes_across_nodes;
     }
     const std::string name = std::string(tag_name_(t.phase)) + (t.layer >= 0 ? " L" + std::to_string(t.layer) : "");
     for (const GpuUse& use : gpu_uses(t, num_gpus_)) {

@@ -243,7 +243,10 @@ void PlanExecutor::on_ready(std::uint32_t slot, TaskId id) {
       tm.start = now;
       finish(slot, id);
       break;
-    case TaskKind::kDelay: {
+    case TaskKind::kDelay:
+    case TaskKind::kCollective: {
+      // A collective priced when the plan was built runs like a delay: its links are not shared
+      // with the network's other traffic (hardware.all_to_all_model closed-form).
       tm.start = now;
       // Host work is priced by the hook, as a kernel is; a plain delay carries its duration.
       if (t.ops_count > 0 && !hooks_.host_time) throw std::logic_error("a host task, and no host_time hook to price it");

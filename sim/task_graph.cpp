@@ -157,6 +157,21 @@ TaskId TaskGraph::delay(Tick duration, Phase phase, int layer, Deps deps, int gp
   return add(t, deps);
 }
 
+TaskId TaskGraph::collective(int gpu, Tick duration, double bytes_sent, double bytes_across_nodes, Phase phase,
+                             int layer, Deps deps) {
+  if (duration < 0 || !(bytes_sent >= 0.0) || !(bytes_across_nodes >= 0.0) || bytes_across_nodes > bytes_sent)
+    throw std::logic_error("TaskGraph::collective: a negative duration, or bytes across nodes not within the bytes sent");
+  Task t;
+  t.kind = TaskKind::kCollective;
+  t.phase = phase;
+  t.layer = layer;
+  t.gpu = gpu;
+  t.delay = duration;
+  t.bytes = bytes_sent;
+  t.bytes_across_nodes = bytes_across_nodes;
+  return add(t, deps);
+}
+
 TaskId TaskGraph::join(Deps deps, Phase phase, int layer) {
   Task t;
   t.kind = TaskKind::kJoin;

@@ -18,7 +18,10 @@ namespace moesim {
 
 using TaskId = std::uint32_t;
 
-enum class TaskKind : std::uint8_t { kCompute, kTransfer, kDelay, kJoin };
+/// kCollective: one GPU's part of a collective priced in closed form when the plan is built
+/// (hardware.all_to_all_model closed-form): it occupies the GPU's links for `delay` ticks from
+/// when it is ready, and stands for the transfers the GPU sends and receives.
+enum class TaskKind : std::uint8_t { kCompute, kTransfer, kDelay, kJoin, kCollective };
 
 /// What part of the work a task belongs to, for metrics and traces: a tag the engine carries and
 /// never interprets. The values an MoE model uses (attention, dispatch, experts, ...) and their
@@ -49,11 +52,13 @@ struct Task {
   // kCompute: ops [ops_begin, ops_begin + ops_count) of TaskGraph::ops()
   std::uint32_t ops_begin = 0;
   std::uint32_t ops_count = 0;
-  // kTransfer: endpoints of the cluster and the payload
+  // kTransfer: endpoints of the cluster and the payload; kCollective: the bytes its GPU sends
   std::int32_t src = -1;
   std::int32_t dst = -1;
   double bytes = 0.0;
-  // kDelay
+  /// kCollective: the part of `bytes` that crosses nodes
+  double bytes_across_nodes = 0.0;
+  // kDelay and kCollective: the duration
   Tick delay = 0;
 };
 
@@ -124,6 +129,11 @@ class TaskGraph {
   /// NCCL's latency, hops included, in the delay before them).
   void price_transfer(TaskId id, double wire_scale, HopLatency hop);
   TaskId join(Deps deps, Phase phase = Phase{}, int layer = -1);
+  /// GPU `gpu`'s part of a collective priced when the plan is built (TaskKind::kCollective): it
+  /// lasts `duration` once ready; `bytes_sent` (of which `bytes_across_nodes` leave its node) is
+  /// what the GPU sends, for statistics.
+  TaskId collective(int gpu, Tick duration, double bytes_sent, double bytes_across_nodes, Phase phase, int layer,
+                    Deps deps = {});
   /// `task` may not start before `before` has finished.
   void depend(TaskId task, TaskId before);
   /// Renumbers every task's GPU and transfer endpoints: `gpu_of[g]` for GPU g, `endpoint_of[e]`

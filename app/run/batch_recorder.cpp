@@ -8,6 +8,11 @@
 namespace moesim {
 
 void TrafficBytes::add(const Task& t, const Cluster& cluster) {
+  if (t.kind == TaskKind::kCollective) {  // a GPU's sends, priced in closed form
+    inter_node += t.bytes_across_nodes * t.repeat;
+    intra_node += (t.bytes - t.bytes_across_nodes) * t.repeat;
+    return;
+  }
   if (t.kind != TaskKind::kTransfer || t.src == t.dst) return;
   const int G = cluster.num_gpus();
   const double bytes = t.bytes * t.repeat;  // a sampled layer's transfer stands for its block's
@@ -76,7 +81,7 @@ void BatchRecorder::add(const TaskGraph& plan, TaskId first, std::span<const Tas
       }
       if (layer_breakdown_) l->sweep.add(t, tm);
     }
-    if (t.kind == TaskKind::kTransfer) {
+    if (t.kind == TaskKind::kTransfer || t.kind == TaskKind::kCollective) {
       bytes_.add(t, cluster_);
       if ((t.phase == phase::kDispatch || t.phase == phase::kCombine) && l) {
         const int k = t.phase == phase::kCombine ? 1 : 0;

@@ -16,7 +16,8 @@ enum Activity { kFfn = 0, kAttention, kCommunication, kOverhead, kActivities };
 int activity_of(const Task& t) {
   switch (t.kind) {
     case TaskKind::kCompute: return t.phase == phase::kExperts || t.phase == phase::kDense ? kFfn : kAttention;
-    case TaskKind::kTransfer: return kCommunication;
+    case TaskKind::kTransfer:
+    case TaskKind::kCollective: return kCommunication;
     case TaskKind::kDelay:
       // CPU-side costs a policy or predictor declares; other delays are collective launches.
       return t.phase == phase::kPredict || t.phase == phase::kSchedule ? kOverhead : kCommunication;

@@ -358,6 +358,13 @@ std::vector<ParamSpec> cluster_field_specs(const ClusterSpec& c) {
                   "within this window completes with it and the rates are recomputed once (flows end up to "
                   "this much early; docs/benchmarks.md measures the error); 0 = exact",
                   0.0, kMaxLatencyUs),
+      choice_field("all_to_all_model", c.all_to_all_model,
+                   "how all-to-alls are planned: flows = one transfer per GPU pair, timed by the network "
+                   "backend; closed-form = an approximation for large runs: one task per GPU, its call's end "
+                   "worked out when the step is planned from the all-to-all's link loads (the analytic "
+                   "backend's rule), the calls starting together at the latest launch and sharing no link "
+                   "with other traffic (docs/benchmarks.md measures the error)",
+                   {"flows", "closed-form"}),
       choice_field("compute_model", c.compute_model,
                    "how kernels are priced: roofline = the slower of their FLOPs (with tile and k-loop "
                    "losses) and their memory traffic; flops-only = time proportional to FLOPs at peak "
@@ -438,6 +445,7 @@ void set_cluster_fields(const ParamSet& p, ClusterSpec& c) {
   c.cpu_vendor = p.get_string("cpu_vendor");
   c.network_model = p.get_string("network_model");
   c.flow_completion_window_us = p.get_float("flow_completion_window_us");
+  c.all_to_all_model = p.get_string("all_to_all_model");
   c.compute_model = p.get_string("compute_model");
 }
 

@@ -75,6 +75,7 @@ TEST(Robustness, ExtremeHardwareNumbersAreLocatedErrorsInValidateAndRun) {
       {"hardware.gpu.kernel_launch_us=1e18", "'kernel_launch_us' must be <= 1e+06"},
       {"hardware.flow_completion_window_us=1e18", "'flow_completion_window_us' must be <= 1e+06"},
       {"hardware.flow_completion_window_us=-1", "'flow_completion_window_us' must be >= 0"},
+      {"hardware.all_to_all_model=pairs", "closed-form"},
       {"hardware.nodes=1000000", "'nodes' must be <= 16384"},
       {"hardware={preset: dgx-a100, nodes: 4096}", "moesim simulates at most 16384"},
       {"hardware.nvlink_bandwidth_GBps=.nan", "finite"},

@@ -61,6 +61,10 @@ PREFILL = ("DeepSeek-V3 prefill, 8 DGX H100, EP64, 128k tokens, 30% on 16 hot ex
 # recomputation for all of them); its error against the exact run is printed beside it.
 PREFILL_WINDOWS_US = (1, 10)
 SAMPLINGS = (16, 256)
+# Every serving case also runs with hardware.all_to_all_model closed-form (an approximation, off by
+# default: one task per GPU for each all-to-all, its end worked out from the link loads when the
+# step is planned), alone and with one MoE layer per step.
+CLOSED_FORM = "hardware.all_to_all_model=closed-form"
 SWEEP_SAMPLING = 16
 
 
@@ -161,6 +165,11 @@ def targets(moesim, budget):
             what = " (one MoE layer per step)" if sampling == max(SAMPLINGS) else ""
             row(f"same, `layer_sampling: {sampling}`{what}", target, status, cpu, simulated, rss,
                 error_text(exact, approx))
+        for extra, what in (([CLOSED_FORM], "`all_to_all_model: closed-form`"),
+                            ([CLOSED_FORM, f"serving.layer_sampling={max(SAMPLINGS)}"],
+                             f"`all_to_all_model: closed-form`, `layer_sampling: {max(SAMPLINGS)}`")):
+            status, cpu, simulated, rss, approx = run_case(moesim, scenario, sets + extra, backend, budget)
+            row(f"same, {what}", target, status, cpu, simulated, rss, error_text(exact, approx))
     label, scenario, sets, backend, target = PREFILL
     status, cpu, simulated, rss, exact = run_case(moesim, scenario, sets, backend, budget)
     row(label, target, status, cpu, simulated, rss)
@@ -184,55 +193,57 @@ def targets(moesim, budget):
               flush=True)
 
 
-# The serving scale table's GPU counts (nodes of 8) per backend: the flow backend's exact cost
+# The serving scale table's modes per backend, each with its GPU counts (nodes of 8) and the
+# overrides it adds: exact; one MoE layer planned per step, and on the flow backend a 1 us
+# completion window; on the analytic backend also closed-form all-to-alls (all off by default;
+# the error against the exact run is printed where both finished). The flow backend's exact cost
 # grows as ~G^2.9, so it stops at 72 GPUs exact and 128 with the approximations.
-SCALE_NODES = {("flow", False): (1, 2, 4, 9), ("flow", True): (1, 2, 4, 9, 16),
-               ("analytic", False): (1, 2, 4, 9, 16, 32, 64, 128), ("analytic", True): (1, 2, 4, 9, 16, 32, 64, 128)}
-# The approximate rows: one MoE layer planned per step, and on the flow backend a 1 us completion
-# window (both off by default; their error against the exact run is printed where both finished).
-SCALE_APPROX = {"flow": ["serving.layer_sampling=256", "hardware.flow_completion_window_us=1"],
-                "analytic": ["serving.layer_sampling=256"]}
+ALL_NODES = (1, 2, 4, 9, 16, 32, 64, 128)
+SCALE_MODES = [
+    ("exact", "flow", (1, 2, 4, 9), []),
+    ("exact", "analytic", ALL_NODES, []),
+    ("one MoE layer per step, 1 µs window", "flow", (1, 2, 4, 9, 16),
+     ["serving.layer_sampling=256", "hardware.flow_completion_window_us=1"]),
+    ("one MoE layer per step", "analytic", ALL_NODES, ["serving.layer_sampling=256"]),
+    ("one MoE layer per step, closed-form all-to-all", "analytic", ALL_NODES,
+     ["serving.layer_sampling=256", CLOSED_FORM]),
+]
 
 
 def scale(moesim, budget):
     """DeepSeek-V3 steady-state decode (prompt-cached, 2,000-token contexts, 8 output tokens), H200
-    GPUs (its weights fit one 8-GPU node), attention DP over every GPU, EPLB over all of them; exact,
-    then with the approximations of SCALE_APPROX."""
+    GPUs (its weights fit one 8-GPU node), attention DP over every GPU, EPLB over all of them; in
+    each mode of SCALE_MODES."""
     print()
     print("| GPUs | sequences per GPU | backend | mode | simulated | CPU | x real time | peak RSS | error against exact |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     results, exact_metrics = {}, {}
-    for approx in (False, True):
-        for backend in ("flow", "analytic"):
-            for seqs in (32, 128):
-                for nodes in SCALE_NODES[(backend, approx)]:
-                    sets = ep_decode(nodes, seqs, 8) + ["hardware.gpu=H200-141GB", "policy.redundant_experts=-1"]
-                    if approx:
-                        sets += SCALE_APPROX[backend]
-                    status, cpu, simulated, rss, metrics = run_case(moesim, EP72, sets, backend, budget)
-                    gpus = nodes * 8
-                    key = (backend, seqs, gpus)
-                    note = ""
-                    if approx:
-                        note = error_text(exact_metrics.get(key), metrics) if key in exact_metrics else "exact over budget"
-                    elif metrics:
-                        exact_metrics[key] = metrics
-                    if status == "ok":
-                        results[(approx,) + key] = (cpu, rss)
-                        row = f"{simulated:.2f} s | {cpu:.1f} s | {simulated / cpu:.3f}x | {rss:.0f} MB"
-                    else:
-                        row = f"— | {status} | — | {rss:.0f} MB"
-                    mode = "one MoE layer per step" + (", 1 µs window" if backend == "flow" else "") if approx else "exact"
-                    print(f"| {gpus} | {seqs} | {backend} | {mode} | {row} | {note} |", flush=True)
+    for mode, backend, all_nodes, extra in SCALE_MODES:
+        for seqs in (32, 128):
+            for nodes in all_nodes:
+                sets = ep_decode(nodes, seqs, 8) + ["hardware.gpu=H200-141GB", "policy.redundant_experts=-1"] + extra
+                status, cpu, simulated, rss, metrics = run_case(moesim, EP72, sets, backend, budget)
+                gpus = nodes * 8
+                key = (backend, seqs, gpus)
+                note = ""
+                if mode != "exact":
+                    note = error_text(exact_metrics.get(key), metrics) if key in exact_metrics else "exact over budget"
+                elif metrics:
+                    exact_metrics[key] = metrics
+                if status == "ok":
+                    results[(mode,) + key] = (cpu, rss)
+                    cells = f"{simulated:.2f} s | {cpu:.1f} s | {simulated / cpu:.3f}x | {rss:.0f} MB"
+                else:
+                    cells = f"— | {status} | — | {rss:.0f} MB"
+                print(f"| {gpus} | {seqs} | {backend} | {mode} | {cells} | {note} |", flush=True)
     print()
-    for approx in (False, True):
-        for backend in ("flow", "analytic"):
-            for seqs in (32, 128):
-                pts = [(g, r) for (a, b, s, g), r in results.items() if a == approx and b == backend and s == seqs]
-                if len(pts) >= 2:
-                    print(f"{backend}, {'approximate' if approx else 'exact'}, {seqs} sequences per GPU: CPU time ~ "
-                          f"G^{slope([(g, r[0]) for g, r in pts]):.2f}, memory ~ G^{slope([(g, r[1]) for g, r in pts]):.2f} "
-                          f"(G = {min(g for g, _ in pts)}..{max(g for g, _ in pts)})")
+    for mode, backend, _, _ in SCALE_MODES:
+        for seqs in (32, 128):
+            pts = [(g, r) for (m, b, s, g), r in results.items() if m == mode and b == backend and s == seqs]
+            if len(pts) >= 2:
+                print(f"{backend}, {mode}, {seqs} sequences per GPU: CPU time ~ "
+                      f"G^{slope([(g, r[0]) for g, r in pts]):.2f}, memory ~ G^{slope([(g, r[1]) for g, r in pts]):.2f} "
+                      f"(G = {min(g for g, _ in pts)}..{max(g for g, _ in pts)})")
 
 
 def main():

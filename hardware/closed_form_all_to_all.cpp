@@ -1,0 +1,155 @@
+#include "hardware/closed_form_all_to_all.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "core/invariants.hpp"
+
+namespace moesim {
+
+void ClosedFormAllToAll::start(const Cluster& c, const std::vector<int>& gpus) {
+  const std::size_t n = gpus.size();
+  c_ = &c;
+  pairs_ = 0;
+  hop_ = HopLatency::kPaid;
+  mixed_hops_ = false;
+  load_.resize(c.links().size(), 0.0);
+  for (LinkId l : touched_) load_[l] = 0.0;
+  touched_.clear();
+  out_.assign(n, NodeEdge{});
+  in_.assign(n, NodeEdge{});
+  inside_.clear();
+  gpu_ = gpus;
+  endpoint_.resize(n);
+  node_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    endpoint_[i] = c.gpu_endpoint(gpus[i]);
+    node_[i] = c.node_of_gpu(gpus[i]);
+  }
+  calls_.duration.assign(n, 0);
+  calls_.sent.assign(n, 0.0);
+  calls_.sent_across_nodes.assign(n, 0.0);
+  calls_.received.assign(n, 0.0);
+}
+
+void ClosedFormAllToAll::add_inside(std::size_t i, std::size_t j, double b) {
+  const std::vector<LinkId>* route = c_->route_parts(endpoint_[i], endpoint_[j]).inside;
+  for (LinkId l : *route) add_load(l, b);
+  inside_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j), route});
+}
+
+double ClosedFormAllToAll::drain(LinkId l) const {
+  return load_[l] / (c_->links()[l].bandwidth_Bps / static_cast<double>(kPsPerS));
+}
+
+const ClosedFormCalls& ClosedFormAllToAll::price(const std::vector<std::vector<double>>& bytes) {
+  if (mixed_hops_) throw std::logic_error("closed-form all-to-all: its pairs disagree on paying their hops");
+  const Cluster& c = *c_;
+  const std::vector<Cluster::LinkInfo>& links = c.links();
+  const std::size_t n = endpoint_.size();
+  const bool hops = hop_ == HopLatency::kPaid;
+  // A GPU's ways out of and into its node: its route to (from) a GPU of another node.
+  const int other_node_gpu = c.num_nodes() > 1 ? c.spec().gpus_per_node : 0;  // a GPU of node 1
+  const auto partner = [&](std::size_t i) { return c.gpu_endpoint(node_[i] == 0 ? other_node_gpu : 0); };
+  for (std::size_t i = 0; i < n; ++i) {
+    if (out_[i].bytes > 0.0) {
+      const Cluster::RouteParts p = c.route_parts(endpoint_[i], partner(i));
+      for (LinkId l : *p.head) add_load(l, out_[i].bytes);
+      add_load(p.up, out_[i].bytes);
+    }
+    if (in_[i].bytes > 0.0) {
+      const Cluster::RouteParts p = c.route_parts(partner(i), endpoint_[i]);
+      add_load(p.down, in_[i].bytes);
+      for (LinkId l : *p.tail) add_load(l, in_[i].bytes);
+    }
+  }
+  // The ways' drain times and latencies, now that every link's load is known.
+  const auto edge_of = [&](NodeEdge& e, LinkId first, const std::vector<LinkId>& rest) {
+    double ticks = drain(first);
+    Tick latency = links[first].latency;
+    for (LinkId l : rest) {
+      ticks = std::max(ticks, drain(l));
+      latency += links[l].latency;
+    }
+    e.drain = std::max<Tick>(1, checked_ticks(ticks));
+    e.latency = hops ? latency : 0;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    if (out_[i].bytes > 0.0) {
+      const Cluster::RouteParts p = c.route_parts(endpoint_[i], partner(i));
+      edge_of(out_[i], p.up, *p.head);
+    }
+    if (in_[i].bytes > 0.0) {
+      const Cluster::RouteParts p = c.route_parts(partner(i), endpoint_[i]);
+      edge_of(in_[i], p.down, *p.tail);
+    }
+  }
+  // Each pair's finish, and each call's end.
+  std::vector<Tick>& end = calls_.duration;
+  for (const InsidePair& q : inside_) {
+    double ticks = 0.0;
+    Tick latency = 0;
+    for (LinkId l : *q.route) {
+      ticks = std::max(ticks, drain(l));
+      latency += links[l].latency;
+    }
+    const Tick finish = (hops ? latency : 0) + std::max<Tick>(1, checked_ticks(ticks));
+    end[q.src] = std::max(end[q.src], finish);
+    end[q.dst] = std::max(end[q.dst], finish);
+  }
+  // max(1, ceil(max(a, b))) is max(max(1, ceil a), max(1, ceil b)): a pair across nodes takes its
+  // ends' rounded drains. The pass also counts the matrix's pairs, for the invariant below.
+  std::size_t pairs = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::vector<double>& row = bytes[i];
+    const NodeEdge& out = out_[i];
+    Tick end_i = end[i];
+    for (std::size_t j = 0; j < n; ++j) {
+      if (row[j] <= 0.0 || i == j) continue;
+      ++pairs;
+      if (node_[i] == node_[j]) continue;
+      const Tick finish = out.latency + in_[j].latency + std::max(out.drain, in_[j].drain);
+      end_i = std::max(end_i, finish);
+      end[j] = std::max(end[j], finish);
+    }
+    end[i] = end_i;
+  }
+  // all-to-all-balanced (core/invariants.hpp): every pair of the matrix off its diagonal was
+  // added, and what the calls send is what they receive.
+  double sent = 0.0, received = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sent += calls_.sent[i];
+    received += calls_.received[i];
+  }
+  check_invariant(pairs == pairs_ && std::abs(sent - received) <= 1e-9 * sent, Invariant::kAllToAllBalanced, [&] {
+    return "closed-form all-to-all of " + std::to_string(pairs) + " pairs, " + std::to_string(pairs_) +
+           " added: the calls send " + std::to_string(sent) + " bytes and receive " + std::to_string(received);
+  });
+  return calls_;
+}
+
+std::vector<TaskId> ClosedFormAllToAll::plan(TaskGraph& g, const std::vector<std::vector<double>>& bytes, Phase phase,
+                                             int layer, std::span<const TaskId> launched) {
+  const std::size_t n = endpoint_.size();
+  const ClosedFormCalls& calls = price(bytes);
+  thread_local std::vector<TaskId> launches;
+  launches.clear();
+  for (std::size_t i = 0; i < n; ++i)
+    if (calls.takes_part(i)) launches.push_back(launched[i]);
+  const TaskId start = launches.empty() ? TaskGraph::kNoTask : g.join(launches, phase, layer);
+  std::vector<TaskId> done(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!calls.takes_part(i)) {
+      const TaskId dep[] = {launched[i]};
+      done[i] = g.join(dep, phase, layer);
+      continue;
+    }
+    const TaskId dep[] = {start};
+    done[i] = g.collective(gpu_[i], calls.duration[i], calls.sent[i], calls.sent_across_nodes[i], phase, layer, dep);
+  }
+  return done;
+}
+
+}  // namespace moesim
