@@ -15,9 +15,10 @@ void ClosedFormAllToAll::start(const Cluster& c, const std::vector<int>& gpus) {
   pairs_ = 0;
   hop_ = HopLatency::kPaid;
   mixed_hops_ = false;
-  load_.resize(c.links().size(), 0.0);
+  // The last all-to-all's loads are cleared before the vector is sized for this cluster's links.
   for (LinkId l : touched_) load_[l] = 0.0;
   touched_.clear();
+  load_.resize(c.links().size(), 0.0);
   out_.assign(n, NodeEdge{});
   in_.assign(n, NodeEdge{});
   inside_.clear();

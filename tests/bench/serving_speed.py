@@ -2,7 +2,8 @@
 """Serving speed benchmark (`make bench`, docs/benchmarks.md "Serving speed"): the serving cases of the speed
 issue against their targets, then the serving scale table.
 
-Each case is one `moesim run` (or `moesim sweep`) child. Its CPU time and peak RSS come from
+Each case is one `moesim run` (or `moesim sweep`) child, run 7 times (the median CPU time) when it takes
+under 2 CPU seconds. Its CPU time and peak RSS come from
 wait4() on that child alone; the simulated time is the run's makespan. A case gets a wall-clock
 budget and an address-space cap: one that passes either is reported as such, never dropped.
 
@@ -98,12 +99,21 @@ def run_child(cmd, budget):
     return "ok", cpu, wall, rss
 
 
+# A case under this many CPU seconds is run REPEATS times and its median CPU time reported: a
+# run of tens of milliseconds varies by 20% from one run to the next (page faults, the host).
+SHORT_CPU_S = 2.0
+REPEATS = 7
+
+
 def run_case(moesim, scenario, sets, backend, budget):
     with tempfile.TemporaryDirectory() as out:
         cmd = [moesim, "run", scenario, "-q", "--jobs", "1", "--out", out, "--set", f"hardware.network_model={backend}"]
         for s in sets:
             cmd += ["--set", s]
         status, cpu, wall, rss = run_child(cmd, budget)
+        if status == "ok" and cpu < SHORT_CPU_S:
+            cpus = [cpu] + [run_child(cmd, budget)[1] for _ in range(REPEATS - 1)]
+            cpu = sorted(cpus)[len(cpus) // 2]
         simulated, metrics = None, None
         if status == "ok":
             metrics = json.load(open(os.path.join(out, "result.json")))["runs"][0]["metrics"]
@@ -149,7 +159,7 @@ def error_text(exact, approx):
 def row(label, target, status, cpu, simulated, rss, note=""):
     sim = f"{simulated:.1f} s" if simulated else "—"
     xr = f"{simulated / cpu:.2f}x" if simulated else "—"
-    print(f"| {label} | {sim} | {cpu:.1f} s | {xr} | {rss:.0f} MB | {target_text(target)} | "
+    print(f"| {label} | {sim} | {cpu:.2f} s | {xr} | {rss:.0f} MB | {target_text(target)} | "
           f"{verdict(target, cpu, simulated, status)} | {note} |", flush=True)
 
 
