@@ -42,6 +42,16 @@ std::vector<std::vector<double>> random_matrix(int n, std::uint64_t seed) {
   return m;
 }
 
+/// Runs `g` on the analytic backend over an idle `c`.
+std::vector<TaskTiming> run_analytic(const Cluster& c, const TaskGraph& g) {
+  Simulator sim;
+  const auto net = make_network("analytic", sim);
+  c.install(*net);
+  const ComputeCostModel no_compute(c.spec().gpu);
+  PlanExecutor exec(sim, *net, c.num_gpus(), engine_hooks(c, no_compute));
+  return exec.run(g);
+}
+
 /// When each GPU's all-to-all call returns, planning it the spec's way and running the plan on
 /// the analytic backend; and the plan's task count.
 struct Calls {
@@ -55,12 +65,7 @@ Calls run_calls(const ClusterSpec& spec, const std::vector<int>& gpus, const std
   const TaskId start = g.join({});
   const std::vector<TaskId> done =
       add_all_to_all(g, c, gpus, m, phase::kDispatch, 0, std::vector<TaskId>(gpus.size(), start));
-  Simulator sim;
-  const auto net = make_network("analytic", sim);
-  c.install(*net);
-  const ComputeCostModel no_compute(c.spec().gpu);
-  PlanExecutor exec(sim, *net, c.num_gpus(), engine_hooks(c, no_compute));
-  const std::vector<TaskTiming> timing = exec.run(g);
+  const std::vector<TaskTiming> timing = run_analytic(c, g);
   Calls out;
   for (const TaskId d : done) out.end.push_back(timing[d].end);
   out.tasks = g.size();
@@ -137,12 +142,7 @@ TEST(ClosedFormAllToAll, AGpuWithoutTrafficEndsAtItsOwnLaunch) {
   const TaskId late = g.delay(us_to_ticks(50), phase::kDispatch, 0);
   const TaskId now = g.join({});
   const std::vector<TaskId> done = add_all_to_all(g, c, gpus, m, phase::kDispatch, 0, {now, late, late});
-  Simulator sim;
-  const auto net = make_network("analytic", sim);
-  c.install(*net);
-  const ComputeCostModel no_compute(c.spec().gpu);
-  PlanExecutor exec(sim, *net, c.num_gpus(), engine_hooks(c, no_compute));
-  const std::vector<TaskTiming> t = exec.run(g);
+  const std::vector<TaskTiming> t = run_analytic(c, g);
   const Tick launch = us_to_ticks(c.spec().collective_launch_us);
   EXPECT_EQ(t[done[2]].end, us_to_ticks(50) + launch);  // its own launch, after the late start
   // GPUs 0 and 1 start after GPU 1's late launch; the 2 MB from GPU 1 bounds both calls.
