@@ -161,15 +161,13 @@ TaskId TaskGraph::collective(int gpu, Tick duration, double bytes_sent, double b
                              int layer, Deps deps) {
   if (duration < 0 || !(bytes_sent >= 0.0) || !(bytes_across_nodes >= 0.0) || bytes_across_nodes > bytes_sent)
     throw std::logic_error("TaskGraph::collective: a negative duration, or bytes across nodes not within the bytes sent");
-  Task t;
+  // A delay on its GPU that carries the bytes its GPU sends.
+  const TaskId id = delay(duration, phase, layer, deps, gpu);
+  Task& t = tasks_[id];
   t.kind = TaskKind::kCollective;
-  t.phase = phase;
-  t.layer = layer;
-  t.gpu = gpu;
-  t.delay = duration;
   t.bytes = bytes_sent;
   t.bytes_across_nodes = bytes_across_nodes;
-  return add(t, deps);
+  return id;
 }
 
 TaskId TaskGraph::join(Deps deps, Phase phase, int layer) {
