@@ -153,7 +153,10 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
     return done;
   };
   // Scatter: one all-to-all, or the node-aware two stages (send, then forward inside nodes).
-  std::vector<std::vector<std::vector<double>>> scatter{to_bytes(d.send, false)};
+  // Built in place: a braced list would copy the matrix (8 MB at 1,024 GPUs) out of its
+  // initializer_list.
+  std::vector<std::vector<std::vector<double>>> scatter;
+  scatter.push_back(to_bytes(d.send, false));
   if (!d.forward.empty()) scatter.push_back(to_bytes(d.forward, false));
   const std::vector<TaskId> scattered =
       deepep ? deepep_call(DeepEpOp::kDispatch, phase::kDispatch, plan.join(may_scatter, phase::kDispatch, L))

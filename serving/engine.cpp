@@ -103,7 +103,7 @@ ServingEngine::ServingEngine(ServingSetup setup, std::vector<ServingPool>& pools
     };
     queues_ = std::make_unique<LayerQueueRuntime>(*setup_.model, cluster, *setup_.routing, *setup_.layer_queues,
                                                   setup_.scheduler.kv_block_tokens, setup_.seed, engine_->sim,
-                                                  engine_->exec, requests_, std::move(hooks));
+                                                  engine_->exec, requests_, gaps_, std::move(hooks));
   }
 }
 
@@ -427,7 +427,7 @@ void ServingEngine::produced_token(int pool, Request& r) {
   }
   // Tokens that came out together (a speculative step's accepted drafts) share the gap: one
   // inter-token latency per token, so that ITL and TPOT count output tokens.
-  r.record_tokens(now(), r.emitted);
+  r.record_tokens(now(), r.emitted, gaps_);
   if (r.done()) finish_request(r);
 }
 

@@ -87,6 +87,7 @@ class ServingEngine final : public ServingOutcome {
   void run();
 
   const std::vector<Request>& requests() const override { return requests_; }
+  const InterTokenGaps& inter_token_gaps() const override { return gaps_; }
   /// Peak share of KV blocks in use on any GPU of any pool.
   double kv_cache_peak_fraction() const override;
   std::int64_t preemptions() const override { return preemptions_; }
@@ -122,6 +123,7 @@ class ServingEngine final : public ServingOutcome {
   ServingSetup setup_;
   std::vector<ServingPool>& pools_;
   std::vector<Request> requests_;
+  InterTokenGaps gaps_;  ///< the requests' inter-token gaps, each distinct value once
   std::vector<std::unique_ptr<PoolState>> state_;
   struct Engine;
   std::unique_ptr<Engine> engine_;

@@ -26,7 +26,7 @@ void Request::mark_scheduled(Tick now) {
   first_scheduled = now;
 }
 
-void Request::record_tokens(Tick now, std::int64_t tokens) {
+void Request::record_tokens(Tick now, std::int64_t tokens, InterTokenGaps& gaps) {
   check_invariant(generated <= spec.output_tokens, Invariant::kExactOutput, [&] {
     return named(*this) + " produced " + std::to_string(generated) + " of its " + std::to_string(spec.output_tokens) +
            " output tokens";
@@ -42,8 +42,10 @@ void Request::record_tokens(Tick now, std::int64_t tokens) {
     const double gap = ticks_to_ms(now - last_token) / static_cast<double>(n);
     // Room for every gap at once (capped: a 10^8-token request grows as it goes), so a serving
     // run does not reallocate and copy each request's gaps a dozen times.
-    if (itl_ms.empty()) itl_ms.reserve(static_cast<std::size_t>(std::min<std::int64_t>(spec.output_tokens, kReservedGaps)));
-    for (std::int64_t i = 0; i < n; ++i) itl_ms.push_back(gap);
+    if (itl.empty()) itl.reserve(static_cast<std::size_t>(std::min<std::int64_t>(spec.output_tokens, kReservedGaps)));
+    const InterTokenGaps::Id id = gaps.intern(gap);
+    for (std::int64_t i = 0; i < n; ++i) itl.push_back(id);
+    itl_max_ms = std::max(itl_max_ms, gap);
   }
   last_token = now;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "serving/inter_token_gaps.hpp"
 #include "serving/workload.hpp"
 #include "sim/tick.hpp"
 
@@ -45,21 +46,25 @@ struct Request {
   Tick first_token = -1;
   Tick last_token = -1;
   Tick finished = -1;
-  std::vector<double> itl_ms;  ///< gaps between consecutive output tokens
+  /// Gaps between consecutive output tokens, as ids into the run's InterTokenGaps (itl_ms()).
+  std::vector<InterTokenGaps::Id> itl;
+  double itl_max_ms = 0.0;  ///< the longest of them (0 without gaps)
 
   /// Life cycle. Each step checks what must hold by then and throws InvariantBroken if not.
   void arrive(Tick now);          ///< request-once: it arrives once
   void mark_scheduled(Tick now);  ///< a step computes some of it (the first ends its queueing)
   /// Its step produced `tokens` output tokens (a speculative step's accepted drafts come out
-  /// together and share the gap); `generated` already counts them. exact-output: never more than
-  /// its output; request-causality: not before it was scheduled.
-  void record_tokens(Tick now, std::int64_t tokens);
+  /// together and share the gap, kept in the run's `gaps`); `generated` already counts them.
+  /// exact-output: never more than its output; request-causality: not before it was scheduled.
+  void record_tokens(Tick now, std::int64_t tokens, InterTokenGaps& gaps);
   /// Disaggregated: its KV cache reached decode GPU `gpu` (rank `rank` of pool `pool`); the user
   /// sees the first token now.
   void hand_over(Tick now, int to_pool, int to_rank, int to_gpu);
   /// request-once, exact-output and request-causality, then finished.
   void finish(Tick now);
 
+  /// Its gaps between consecutive output tokens in milliseconds, in order.
+  std::vector<double> itl_ms(const InterTokenGaps& gaps) const { return gaps.values_of(itl); }
   bool prefilling() const { return computed < prefill_target; }
   bool done() const { return generated >= spec.output_tokens; }
   /// Tokens the KV cache must hold once the next step's `new_tokens` have run.

@@ -14,6 +14,8 @@ class ServingOutcome {
  public:
   virtual ~ServingOutcome() = default;
   virtual const std::vector<Request>& requests() const = 0;
+  /// The distinct inter-token gaps its requests' `itl` ids refer to.
+  virtual const InterTokenGaps& inter_token_gaps() const = 0;
   /// Peak share of KV blocks in use on any GPU.
   virtual double kv_cache_peak_fraction() const = 0;
   virtual std::int64_t preemptions() const = 0;

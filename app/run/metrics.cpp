@@ -32,6 +32,34 @@ nlohmann::json distribution_summary(std::vector<double> v, bool with_p90) {
   return j;
 }
 
+nlohmann::json distribution_summary(const std::vector<std::pair<double, std::uint64_t>>& ascending, bool with_p90) {
+  std::uint64_t n = 0;
+  for (const auto& [value, count] : ascending) n += count;
+  if (n == 0) return distribution_summary(std::vector<double>{}, with_p90);
+  // The value at 0-based position `at` of the sorted sample.
+  const auto at = [&](std::uint64_t at) {
+    for (const auto& [value, count] : ascending) {
+      if (at < count) return value;
+      at -= count;
+    }
+    return ascending.back().first;
+  };
+  const auto rank = [&](double q) {
+    const auto idx = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n)));
+    return at(std::min(n - 1, idx == 0 ? 0 : idx - 1));
+  };
+  // Added one by one in ascending order, as std::accumulate adds the sorted sample.
+  double sum = 0.0;
+  for (const auto& [value, count] : ascending)
+    for (std::uint64_t i = 0; i < count; ++i) sum += value;
+  nlohmann::json j;
+  j["mean"] = sum / static_cast<double>(n);
+  j["p50"] = rank(0.50);
+  if (with_p90) j["p90"] = rank(0.90);
+  j["p99"] = rank(0.99);
+  return j;
+}
+
 double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }

@@ -4,6 +4,7 @@
 // A batch's tasks are observed by a BatchRecorder as they finish (app/batch_recorder.hpp).
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -134,5 +135,9 @@ class MetricsCollector {
 
 /// {mean, p50, p99} of `v` (nearest-rank percentiles; p90 too when asked); zeros when empty.
 nlohmann::json distribution_summary(std::vector<double> v, bool with_p90 = false);
+/// The same summary of a sample given as its distinct values, ascending, each with how many
+/// times it occurs (InterTokenGaps::ascending): the same figures, bit for bit, as the sample
+/// itself gives, its mean summed in the same order.
+nlohmann::json distribution_summary(const std::vector<std::pair<double, std::uint64_t>>& ascending, bool with_p90 = false);
 
 }  // namespace moesim

@@ -155,12 +155,11 @@ void ServingMetrics::add_message(const TaskGraph& graph, const std::vector<TaskT
 }
 
 nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, const SchedulerConfig& config) const {
-  std::vector<double> ttft, itl, tpot, e2e, queue;
+  std::vector<double> ttft, tpot, e2e, queue;
   std::int64_t measured = 0, within_slo = 0;
-  std::size_t gaps = 0;
-  for (const Request& r : engine.requests())
-    if (r.spec.id >= warmup_) gaps += r.itl_ms.size();
-  itl.reserve(gaps);
+  // The measured requests' gaps, counted per distinct value.
+  const InterTokenGaps& gaps = engine.inter_token_gaps();
+  std::vector<std::uint64_t> itl_counts(gaps.distinct(), 0);
   const auto meets_slo = [&](const RequestLatency& l) {
     return (!config.slo_ttft_ms || l.ttft_ms <= *config.slo_ttft_ms) &&
            (!config.slo_tpot_ms || !l.has_tpot || l.tpot_ms <= *config.slo_tpot_ms);
@@ -174,7 +173,7 @@ nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, con
     e2e.push_back(l.e2e_ms);
     queue.push_back(l.queue_delay_ms);
     if (l.has_tpot) tpot.push_back(l.tpot_ms);
-    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+    for (const InterTokenGaps::Id id : r.itl) ++itl_counts[id];
   }
   const MeasurementWindow w = MeasurementWindow::of(engine.requests(), warmup_);
   const Tick t0 = w.start, t1 = w.end;
@@ -187,7 +186,7 @@ nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, con
     // the window's end, and the window ends at the last completion, where a closed-loop run's
     // requests finish together: such runs lost a token per request from their throughput.
     if (r.first_token > t0 && r.last_token <= t1) {  // t0 >= 0: a request with no token straddles
-      out_tokens += 1 + static_cast<std::int64_t>(r.itl_ms.size());
+      out_tokens += 1 + static_cast<std::int64_t>(r.itl.size());
       in_tokens += r.spec.prompt_tokens;
     } else {
       // Straddling the window: token i came out at its first token plus its first i gaps.
@@ -196,8 +195,8 @@ nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, con
         ++out_tokens;
         in_tokens += r.spec.prompt_tokens;
       }
-      for (double gap : r.itl_ms) {
-        at_ms += gap;
+      for (const InterTokenGaps::Id id : r.itl) {
+        at_ms += gaps.value(id);
         if (at_ms > from_ms && at_ms <= to_ms) ++out_tokens;
       }
     }
@@ -209,7 +208,7 @@ nlohmann::json ServingMetrics::request_summary(const ServingOutcome& engine, con
   const auto per_s = [&](double v) { return window > 0 ? v / window : 0.0; };
   nlohmann::json m;
   m["ttft_ms"] = distribution_summary(std::move(ttft), true);
-  m["itl_ms"] = distribution_summary(std::move(itl), true);
+  m["itl_ms"] = distribution_summary(gaps.ascending(itl_counts), true);
   m["tpot_ms"] = distribution_summary(std::move(tpot), true);
   m["e2e_ms"] = distribution_summary(std::move(e2e), true);
   m["queue_delay_ms"] = distribution_summary(std::move(queue), true);
@@ -359,7 +358,7 @@ void write_requests_csv(std::ostream& out, const std::string& label, const std::
     put(l.ttft_ms);
     put(l.tpot_ms);
     put(l.e2e_ms);
-    put(max_of(r.itl_ms));
+    put(r.itl_max_ms);
     put(r.preemptions);
     row.back() = '\n';
     out.write(row.data(), static_cast<std::streamsize>(row.size()));

@@ -67,6 +67,7 @@ struct LayerQueueRuntime::State {
   Simulator& sim;
   PlanExecutor& exec;
   std::vector<Request>& requests;
+  InterTokenGaps& gaps;
   Hooks hooks;
   std::vector<Runtime> gpus;
   std::vector<PagedKvCache> kv;       ///< per attention GPU
@@ -91,9 +92,10 @@ struct LayerQueueRuntime::State {
   std::deque<std::pair<Tick, std::uint32_t>> in_flight;
 
   State(LayerQueueRuntime& owner, const ModelSpec& m, const Cluster& c, const RoutingModel& r, const AmoeConfig& cfg,
-        std::uint64_t s, Simulator& simulator, PlanExecutor& executor, std::vector<Request>& reqs, Hooks h)
+        std::uint64_t s, Simulator& simulator, PlanExecutor& executor, std::vector<Request>& reqs, InterTokenGaps& g,
+        Hooks h)
       : e(owner), model(m), cluster(c), routing(r), config(cfg), seed(s), sim(simulator), exec(executor),
-        requests(reqs), hooks(std::move(h)) {}
+        requests(reqs), gaps(g), hooks(std::move(h)) {}
 
   /// A cleared graph to plan into, and its handle for the executor (which must not own it).
   TaskGraph* new_graph() {
@@ -353,7 +355,7 @@ struct LayerQueueRuntime::State {
     Request& r = requests[static_cast<std::size_t>(it.request)];
     r.computed += it.tokens;
     ++r.generated;
-    r.record_tokens(sim.now(), 1);
+    r.record_tokens(sim.now(), 1, gaps);
     const bool iteration_over = barrier && barrier->finish_item();
     if (!r.done()) {
       if (barrier) next_iteration.push_back(it.request);
@@ -423,10 +425,10 @@ struct LayerQueueRuntime::State {
 LayerQueueRuntime::LayerQueueRuntime(const ModelSpec& model, const Cluster& cluster, const RoutingModel& routing,
                                      const LayerQueueDeployment& deployment, std::int64_t kv_block_tokens,
                                      std::uint64_t seed, Simulator& sim, PlanExecutor& exec,
-                                     std::vector<Request>& requests, Hooks hooks)
+                                     std::vector<Request>& requests, InterTokenGaps& gaps, Hooks hooks)
     : deployment_(deployment) {
   const AmoeConfig& config = deployment_.config;
-  s_ = std::make_unique<State>(*this, model, cluster, routing, config, seed, sim, exec, requests, std::move(hooks));
+  s_ = std::make_unique<State>(*this, model, cluster, routing, config, seed, sim, exec, requests, gaps, std::move(hooks));
   const int G = cluster.num_gpus(), A = config.attention_gpus;
   if (A < 1 || A >= G) throw std::logic_error("amoe: attention GPUs must leave at least one expert GPU");
   if (static_cast<int>(deployment_.kv_blocks.size()) != A)

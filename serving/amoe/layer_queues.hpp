@@ -84,7 +84,8 @@ class LayerQueueRuntime {
 
   LayerQueueRuntime(const ModelSpec& model, const Cluster& cluster, const RoutingModel& routing,
                     const LayerQueueDeployment& deployment, std::int64_t kv_block_tokens, std::uint64_t seed,
-                    Simulator& sim, PlanExecutor& exec, std::vector<Request>& requests, Hooks hooks);
+                    Simulator& sim, PlanExecutor& exec, std::vector<Request>& requests, InterTokenGaps& gaps,
+                    Hooks hooks);
   ~LayerQueueRuntime();
 
   /// Request `index` has arrived: it waits for an attention GPU with room for its KV cache.

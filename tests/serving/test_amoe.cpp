@@ -164,7 +164,7 @@ TEST(AmoeLayerQueues, TokensAreConservedThroughQueuesAndTokenPool) {
     for (const Request& q : r.engine->requests()) {
       per_block += q.spec.prompt_tokens + q.spec.output_tokens - 1;
       EXPECT_EQ(q.generated, q.spec.output_tokens);
-      EXPECT_EQ(static_cast<std::int64_t>(q.itl_ms.size()), q.spec.output_tokens - 1);
+      EXPECT_EQ(static_cast<std::int64_t>(q.itl.size()), q.spec.output_tokens - 1);
     }
     for (int b = 0; b < r.s.model.layers; ++b) {
       EXPECT_EQ(r.queues().attention_tokens()[static_cast<std::size_t>(b)], per_block) << b;
@@ -211,7 +211,8 @@ TEST(AmoeMicroBatches, OneRequestAloneTakesTheSameTimeAsAsynchronous) {
   const AmoeRun async = make_run(scenario(), one, {"model.top_k=1"});
   const AmoeRun pp = make_run(scenario(), one, {"model.top_k=1", "policy.0.micro_batches=1"});
   EXPECT_EQ(async.engine->requests().front().finished, pp.engine->requests().front().finished);
-  EXPECT_EQ(async.engine->requests().front().itl_ms, pp.engine->requests().front().itl_ms);
+  EXPECT_EQ(async.engine->requests().front().itl_ms(async.engine->inter_token_gaps()),
+            pp.engine->requests().front().itl_ms(pp.engine->inter_token_gaps()));
 }
 
 // AMoE's load balancer (§3.1) binds a new request to the attention GPU with the most free KV

@@ -47,8 +47,9 @@ Request scheduled(std::int64_t output_tokens) {
 
 /// A step produced `tokens` more output tokens of `r` at tick `at`, as the scheduler counts them.
 void emit(Request& r, std::int64_t tokens, Tick at) {
+  static InterTokenGaps gaps;
   r.generated += tokens;
-  r.record_tokens(at, tokens);
+  r.record_tokens(at, tokens, gaps);
 }
 
 }  // namespace

@@ -185,22 +185,23 @@ TEST(ServingLaws, LoneRequestTtftAndItlsAreItsStepsAlone) {
   EXPECT_EQ(r.first_token - r.arrived, prefill) << "TTFT " << ticks_to_ms(r.first_token - r.arrived) << " ms vs the prefill alone "
                                                 << ticks_to_ms(prefill) << " ms";
   EXPECT_EQ(steps[0].end - steps[0].start, prefill);
-  ASSERT_EQ(static_cast<std::int64_t>(r.itl_ms.size()), output - 1);
+  ASSERT_EQ(static_cast<std::int64_t>(r.itl.size()), output - 1);
+  const std::vector<double> itl_ms = r.itl_ms(engine.inter_token_gaps());
   double prev = 0.0;
   for (std::int64_t i = 1; i < output; ++i) {
     // Token i comes from a batch-1 decode whose KV holds the prompt and the i − 1 tokens before it.
     const Tick decode = rig.chunk_alone(1, prompt + i - 1, static_cast<int>(i));
-    EXPECT_NEAR(r.itl_ms[static_cast<std::size_t>(i - 1)], ticks_to_ms(decode), 1e-9) << "token " << i;
+    EXPECT_NEAR(itl_ms[static_cast<std::size_t>(i - 1)], ticks_to_ms(decode), 1e-9) << "token " << i;
     EXPECT_EQ(steps[static_cast<std::size_t>(i)].decode_tokens, 1);
     EXPECT_EQ(steps[static_cast<std::size_t>(i)].prefill_tokens, 0);
     // A longer KV read: each decode is slower than the last.
-    EXPECT_GT(r.itl_ms[static_cast<std::size_t>(i - 1)], prev) << "token " << i;
-    prev = r.itl_ms[static_cast<std::size_t>(i - 1)];
+    EXPECT_GT(itl_ms[static_cast<std::size_t>(i - 1)], prev) << "token " << i;
+    prev = itl_ms[static_cast<std::size_t>(i - 1)];
   }
   EXPECT_EQ(r.finished, r.last_token);
   std::printf("lone request: TTFT %.4f ms (prefill of %lld alone %.4f ms), ITL %.5f .. %.5f ms\n",
-              ticks_to_ms(r.first_token - r.arrived), static_cast<long long>(prompt), ticks_to_ms(prefill), r.itl_ms.front(),
-              r.itl_ms.back());
+              ticks_to_ms(r.first_token - r.arrived), static_cast<long long>(prompt), ticks_to_ms(prefill), itl_ms.front(),
+              itl_ms.back());
 }
 
 TEST(ServingLaws, ChunkedPrefillTtftIsTheSumOfItsChunks) {
@@ -268,12 +269,13 @@ TEST(ServingLaws, TokensAndExpertSelectionsAreConserved) {
   for (const Request& r : engine.requests()) {
     EXPECT_EQ(r.state, RequestState::kFinished);
     EXPECT_EQ(r.generated, r.spec.output_tokens) << "request " << r.spec.id;
-    EXPECT_EQ(static_cast<std::int64_t>(r.itl_ms.size()), r.spec.output_tokens - 1) << "request " << r.spec.id;
+    EXPECT_EQ(static_cast<std::int64_t>(r.itl.size()), r.spec.output_tokens - 1) << "request " << r.spec.id;
     EXPECT_LE(r.arrived, r.first_scheduled);
     EXPECT_LT(r.first_scheduled, r.first_token);
     EXPECT_LE(r.first_token, r.finished);
     // The gaps add up: last token − first token.
-    EXPECT_NEAR(std::accumulate(r.itl_ms.begin(), r.itl_ms.end(), 0.0), ticks_to_ms(r.finished - r.first_token), 1e-6);
+    const std::vector<double> itl_ms = r.itl_ms(engine.inter_token_gaps());
+    EXPECT_NEAR(std::accumulate(itl_ms.begin(), itl_ms.end(), 0.0), ticks_to_ms(r.finished - r.first_token), 1e-6);
     prompts += r.spec.prompt_tokens;
     outputs += r.spec.output_tokens;
   }
@@ -468,7 +470,7 @@ TEST(ServingLaws, DisaggregatedRequestsDecodeAfterTheirKvMoves) {
   double bytes = 0.0;
   for (const Request& r : engine.requests()) {
     ASSERT_EQ(r.state, RequestState::kFinished);
-    EXPECT_EQ(static_cast<std::int64_t>(r.itl_ms.size()), r.spec.output_tokens - 1);
+    EXPECT_EQ(static_cast<std::int64_t>(r.itl.size()), r.spec.output_tokens - 1);
     if (r.spec.output_tokens == 1) {
       EXPECT_LT(r.gpu, 4) << "a one-token request ends on its prefill GPU";
       continue;
@@ -534,7 +536,7 @@ TEST(ServingLaws, DisaggregatedDecodePreemptionsUnderKvPressureEveryRequestFinis
   for (const Request& r : engine.requests()) {
     ASSERT_EQ(r.state, RequestState::kFinished) << "request " << r.spec.id;
     EXPECT_EQ(r.generated, r.spec.output_tokens) << "request " << r.spec.id;
-    EXPECT_EQ(static_cast<std::int64_t>(r.itl_ms.size()), r.spec.output_tokens - 1) << "request " << r.spec.id;
+    EXPECT_EQ(static_cast<std::int64_t>(r.itl.size()), r.spec.output_tokens - 1) << "request " << r.spec.id;
   }
 }
 
