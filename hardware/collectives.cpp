@@ -269,13 +269,18 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   const std::size_t keys = nccl ? 4 * static_cast<std::size_t>(per_node) * per_node : 0;
   std::vector<Cluster::P2pFigures>& figures = c.p2p_memo();
   if (figures.size() < keys) figures.resize(keys);
-  thread_local std::vector<P2pPricing> path_price;
-  thread_local std::vector<char> have;
+  // Thread-locals are bound to references once: each use of one by name computes its address.
+  thread_local std::vector<P2pPricing> path_price_storage;
+  thread_local std::vector<char> have_storage;
+  std::vector<P2pPricing>& path_price = path_price_storage;
+  std::vector<char>& have = have_storage;
   path_price.resize(keys);
   have.assign(keys, 0);
   // Per GPU its node and local index, so that a pair's key takes no division (10^6 pairs a call
   // at 1,024 GPUs).
-  thread_local std::vector<int> node_of, local_of;
+  thread_local std::vector<int> node_of_storage, local_of_storage;
+  std::vector<int>& node_of = node_of_storage;
+  std::vector<int>& local_of = local_of_storage;
   node_of.resize(n);
   local_of.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -301,27 +306,36 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   // A closed-form all-to-all (hardware.all_to_all_model) takes each pair's bytes and price here
   // instead, and plans no transfer.
   const bool closed_form = c.spec().all_to_all_model == "closed-form";
-  thread_local ClosedFormAllToAll closed;
+  thread_local ClosedFormAllToAll closed_storage;
+  ClosedFormAllToAll& closed = closed_storage;
   if (closed_form) closed.start(c, gpus);
-  thread_local std::vector<std::uint32_t> pair_key;
+  thread_local std::vector<std::uint32_t> pair_key_storage;
+  std::vector<std::uint32_t>& pair_key = pair_key_storage;
   if (nccl && !closed_form) pair_key.resize(n * n);
-  thread_local std::vector<Tick> launch_ticks;
+  thread_local std::vector<Tick> launch_ticks_storage;
+  std::vector<Tick>& launch_ticks = launch_ticks_storage;
   launch_ticks.assign(n, 0);
-  if (nccl) {
+  if (nccl && closed_form) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Tick launch_i = launch_ticks[i];
+      closed.add_row(i, bytes[i], [&](std::size_t j) -> const P2pPricing& {
+        const P2pPricing& p = path_price[price_key(i, j)];
+        launch_i = std::max(launch_i, p.launch);
+        return p;
+      });
+      launch_ticks[i] = launch_i;
+    }
+  } else if (nccl) {
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < n; ++j) {
         if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
         const std::uint32_t key = price_key(i, j);
-        if (closed_form)
-          closed.add(i, j, bytes[i][j], path_price[key]);
-        else
-          pair_key[i * n + j] = key;
+        pair_key[i * n + j] = key;
         launch_ticks[i] = std::max(launch_ticks[i], path_price[key].launch);
       }
   } else if (closed_form) {
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        if (i != j && bytes[i][j] > 0.0) closed.add(i, j, bytes[i][j], line_price);
+      closed.add_row(i, bytes[i], [&](std::size_t) -> const P2pPricing& { return line_price; });
   }
   thread_local std::vector<TaskId> launched;
   launched.resize(n);

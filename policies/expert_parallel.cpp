@@ -135,9 +135,19 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   if (!d.forward.empty() && !d.gather.empty())
     throw std::logic_error("dispatch: a two-stage scatter with its own gather is not supported");
   const auto to_bytes = [&](const std::vector<std::vector<std::int64_t>>& rows, bool transpose) {
-    std::vector<std::vector<double>> b(G, std::vector<double>(G, 0.0));
-    for (int s = 0; s < G; ++s)
-      for (int t = 0; t < G; ++t) b[s][t] = static_cast<double>(transpose ? rows[t][s] : rows[s][t]) * tb;
+    std::vector<std::vector<double>> b(G, std::vector<double>(G));
+    if (!transpose) {
+      for (int s = 0; s < G; ++s)
+        for (int t = 0; t < G; ++t) b[s][t] = static_cast<double>(rows[s][t]) * tb;
+      return b;
+    }
+    // In tiles, so that the rows read and the rows written both stay in cache (a column at a
+    // time missed on every element at 1,024 GPUs).
+    constexpr int kTile = 16;
+    for (int s0 = 0; s0 < G; s0 += kTile)
+      for (int t0 = 0; t0 < G; t0 += kTile)
+        for (int s = s0; s < std::min(G, s0 + kTile); ++s)
+          for (int t = t0; t < std::min(G, t0 + kTile); ++t) b[s][t] = static_cast<double>(rows[t][s]) * tb;
     return b;
   };
   // DeepEP's kernels (deployment.alltoall) carry the selections where the policy sends each one
