@@ -66,7 +66,7 @@ std::vector<Op> attention_ops(const ModelSpec& m, std::int64_t sequences, std::i
 std::vector<Op> router_ops(const ModelSpec& m, std::int64_t tokens);
 /// Routed experts on one GPU as one grouped GEMM per projection: `tokens_per_expert[i]` rows
 /// for the i-th hosted expert (0 rows: the expert is skipped and its weights are not read).
-std::vector<Op> expert_ops(const ModelSpec& m, const std::vector<std::int64_t>& tokens_per_expert);
+std::vector<Op> expert_ops(const ModelSpec& m, std::vector<std::int64_t> tokens_per_expert);
 /// Expert shards (MoEShard §3.2, tensor-parallel experts): every expert's W_in column shard and
 /// W_out row shard of width ceil(expert_ffn / shards), over `tokens_per_expert[i]` rows each.
 /// `fused`: one grouped GEMM per projection (MoEShard §3.3 with block-sparse kernels); otherwise

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "hardware/collectives.hpp"
 #include "hardware/hierarchical_all_to_all.hpp"
@@ -40,10 +41,11 @@ TaskId ExpertParallelPolicy::build_gpu_experts(TaskGraph& plan, const PolicyCont
   if (d.fetch[g].empty()) {
     // Every expert is resident: one grouped GEMM per projection over the experts with tokens.
     std::vector<std::int64_t> per_expert;
+    per_expert.reserve(load.size());
     for (const auto n : load)
       if (n > 0) per_expert.push_back(n);
     return per_expert.empty() ? plan.join(ready_dep, phase::kExperts, L)
-                              : plan.compute(g, phase::kExperts, L, expert_ops(m, per_expert), ready_dep);
+                              : plan.compute(g, phase::kExperts, L, expert_ops(m, std::move(per_expert)), ready_dep);
   }
 
   // Per-expert kernels so that each finished expert frees its buffer for the next fetch
