@@ -22,6 +22,7 @@ void ClosedFormAllToAll::start(const Cluster& c, const std::vector<int>& gpus) {
   out_.assign(n, NodeEdge{});
   in_.assign(n, NodeEdge{});
   inside_.clear();
+  inside_later_.clear();
   gpu_ = gpus;
   endpoint_.resize(n);
   node_.resize(n);
@@ -45,8 +46,13 @@ double ClosedFormAllToAll::drain(LinkId l) const {
   return load_[l] / (c_->links()[l].bandwidth_Bps / static_cast<double>(kPsPerS));
 }
 
-const ClosedFormCalls& ClosedFormAllToAll::price(const std::vector<std::vector<double>>& bytes) {
+const ClosedFormCalls& ClosedFormAllToAll::price(const std::vector<std::vector<double>>& bytes, bool transposed) {
   if (mixed_hops_) throw std::logic_error("closed-form all-to-all: its pairs disagree on paying their hops");
+  // Pairs added by column that stay inside a node load their links now, in row order.
+  std::sort(inside_later_.begin(), inside_later_.end(),
+            [](const LaterPair& a, const LaterPair& b) { return a.src != b.src ? a.src < b.src : a.dst < b.dst; });
+  for (const LaterPair& q : inside_later_) add_inside(q.src, q.dst, q.b);
+  inside_later_.clear();
   const Cluster& c = *c_;
   const std::vector<Cluster::LinkInfo>& links = c.links();
   const std::size_t n = endpoint_.size();
@@ -103,19 +109,31 @@ const ClosedFormCalls& ClosedFormAllToAll::price(const std::vector<std::vector<d
   // max(1, ceil(max(a, b))) is max(max(1, ceil a), max(1, ceil b)): a pair across nodes takes its
   // ends' rounded drains. The pass also counts the matrix's pairs, for the invariant below.
   std::size_t pairs = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::vector<double>& row = bytes[i];
-    const NodeEdge& out = out_[i];
-    Tick end_i = end[i];
-    for (std::size_t j = 0; j < n; ++j) {
-      if (row[j] <= 0.0 || i == j) continue;
-      ++pairs;
-      if (node_[i] == node_[j]) continue;
-      const Tick finish = out.latency + in_[j].latency + std::max(out.drain, in_[j].drain);
-      end_i = std::max(end_i, finish);
-      end[j] = std::max(end[j], finish);
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::vector<double>& row = bytes[r];
+    Tick end_r = end[r];
+    if (!transposed) {  // row r: the pairs r → j
+      const NodeEdge& out = out_[r];
+      for (std::size_t j = 0; j < n; ++j) {
+        if (row[j] <= 0.0 || r == j) continue;
+        ++pairs;
+        if (node_[r] == node_[j]) continue;
+        const Tick finish = out.latency + in_[j].latency + std::max(out.drain, in_[j].drain);
+        end_r = std::max(end_r, finish);
+        end[j] = std::max(end[j], finish);
+      }
+    } else {  // row r of the transpose: the pairs i → r
+      const NodeEdge& in = in_[r];
+      for (std::size_t i = 0; i < n; ++i) {
+        if (row[i] <= 0.0 || r == i) continue;
+        ++pairs;
+        if (node_[r] == node_[i]) continue;
+        const Tick finish = out_[i].latency + in.latency + std::max(out_[i].drain, in.drain);
+        end_r = std::max(end_r, finish);
+        end[i] = std::max(end[i], finish);
+      }
     }
-    end[i] = end_i;
+    end[r] = end_r;
   }
   // all-to-all-balanced (core/invariants.hpp): every pair of the matrix off its diagonal was
   // added, and what the calls send is what they receive.
@@ -132,9 +150,9 @@ const ClosedFormCalls& ClosedFormAllToAll::price(const std::vector<std::vector<d
 }
 
 std::vector<TaskId> ClosedFormAllToAll::plan(TaskGraph& g, const std::vector<std::vector<double>>& bytes, Phase phase,
-                                             int layer, std::span<const TaskId> launched) {
+                                             int layer, std::span<const TaskId> launched, bool transposed) {
   const std::size_t n = endpoint_.size();
-  const ClosedFormCalls& calls = price(bytes);
+  const ClosedFormCalls& calls = price(bytes, transposed);
   thread_local std::vector<TaskId> launches;
   launches.clear();
   for (std::size_t i = 0; i < n; ++i)

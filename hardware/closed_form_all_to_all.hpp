@@ -100,14 +100,51 @@ class ClosedFormAllToAll {
     hop_ = hop;
     mixed_hops_ |= mixed;
   }
+  /// The same for every pair (i, j) of column j of the matrix, read from its transpose: `row` is
+  /// row j of the transpose (row[i]: the bytes i sends j), i in order, each priced by
+  /// price_of(i). An all-to-all is added by rows or by columns, not both. Column j's own sums
+  /// are kept in registers, and the pairs inside a node wait for price(), which adds them in row
+  /// order: every sum is then taken in the order add_row() takes it, bit for bit.
+  template <typename PriceOf>
+  void add_column(std::size_t j, const std::vector<double>& row, PriceOf&& price_of) {
+    double received = calls_.received[j], in = in_[j].bytes;
+    const int node = node_[j];
+    std::size_t pairs = 0;
+    bool mixed = false;
+    HopLatency hop = hop_;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const double bytes = row[i];
+      if (i == j || bytes <= 0.0) continue;
+      const P2pPricing& price = price_of(i);
+      const double b = bytes * static_cast<double>(static_cast<float>(price.wire_scale));
+      if (pairs_ + pairs == 0) hop = price.hop;
+      mixed |= price.hop != hop;
+      ++pairs;
+      calls_.sent[i] += bytes;
+      received += bytes;
+      if (node_[i] == node) {
+        inside_later_.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j), b});
+      } else {
+        calls_.sent_across_nodes[i] += bytes;
+        out_[i].bytes += b;
+        in += b;
+      }
+    }
+    calls_.received[j] = received;
+    in_[j].bytes = in;
+    pairs_ += pairs;
+    hop_ = hop;
+    mixed_hops_ |= mixed;
+  }
   /// The calls of the pairs added; `bytes` is the matrix they came from (read again for the pairs
   /// between nodes). The reference stays valid until the next start().
-  const ClosedFormCalls& price(const std::vector<std::vector<double>>& bytes);
+  /// `transposed`: the matrix is given by its transpose, as add_column() reads it.
+  const ClosedFormCalls& price(const std::vector<std::vector<double>>& bytes, bool transposed = false);
   /// Prices the all-to-all and adds it to the plan: a barrier on the launches of the GPUs taking
   /// part, then one TaskKind::kCollective task per such GPU; a GPU without a part ends at its own
   /// launch. Returns, per GPU, the task where its call returns (as add_all_to_all does).
   std::vector<TaskId> plan(TaskGraph& g, const std::vector<std::vector<double>>& bytes, Phase phase, int layer,
-                           std::span<const TaskId> launched);
+                           std::span<const TaskId> launched, bool transposed = false);
 
  private:
   /// What a GPU's traffic between nodes meets: the links its route takes out of its node (head
@@ -140,6 +177,12 @@ class ClosedFormAllToAll {
   std::vector<LinkId> touched_;  ///< links with a load
   std::vector<NodeEdge> out_, in_;
   std::vector<InsidePair> inside_;
+  /// add_column()'s pairs inside a node, added to their links by price() in row order.
+  struct LaterPair {
+    std::uint32_t src, dst;
+    double b;
+  };
+  std::vector<LaterPair> inside_later_;
   std::vector<int> gpu_, endpoint_, node_;
 };
 

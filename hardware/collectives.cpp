@@ -243,12 +243,30 @@ TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int
                         deps);
 }
 
+namespace {
+// m's transpose, in 16 x 16 tiles so that the rows read and the rows written both stay in cache (a
+// column at a time missed on every element at 1,024 GPUs).
+std::vector<std::vector<double>> transpose_of(const std::vector<std::vector<double>>& m) {
+  const std::size_t n = m.size();
+  std::vector<std::vector<double>> t(n, std::vector<double>(n));
+  constexpr std::size_t kTile = 16;
+  for (std::size_t i0 = 0; i0 < n; i0 += kTile)
+    for (std::size_t j0 = 0; j0 < n; j0 += kTile)
+      for (std::size_t i = i0; i < std::min(n, i0 + kTile); ++i)
+        for (std::size_t j = j0; j < std::min(n, j0 + kTile); ++j) t[i][j] = m[j][i];
+  return t;
+}
+}  // namespace
+
 std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                                    const std::vector<std::vector<double>>& bytes, Phase phase,
-                                   int layer, const std::vector<TaskId>& start) {
+                                   int layer, const std::vector<TaskId>& start, bool transposed) {
   const std::size_t n = gpus.size();
   const CollectiveCalibration* cal = calibration_of(c, CollectiveKind::kAllToAll, gpus);
   const bool nccl = nccl_priced(c, cal);
+  const bool closed_form = c.spec().all_to_all_model == "closed-form";
+  // Only the closed-form pricing with NCCL's model reads a transpose as it is (by columns).
+  if (transposed && !(closed_form && nccl)) return add_all_to_all(g, c, gpus, transpose_of(bytes), phase, layer, start);
   // The per-rank buffer (what nccl-tests calls size): the mean bytes a GPU sends. Only a measured
   // efficiency curve reads it (NCCL's model prices each pair by its own size).
   double buffer = 0.0;
@@ -287,8 +305,7 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
     node_of[i] = c.node_of_gpu(gpus[i]);
     local_of[i] = gpus[i] % per_node;
   }
-  const auto price_key = [&](std::size_t i, std::size_t j) {
-    const double bytes_ij = bytes[i][j];
+  const auto price_key = [&](std::size_t i, std::size_t j, double bytes_ij) {
     const std::size_t key = ((static_cast<std::size_t>(node_of[i] != node_of[j]) * 2 +
                               (bytes_ij <= kNcclP2pLLThreshold ? 0 : 1)) * static_cast<std::size_t>(per_node) +
                              static_cast<std::size_t>(local_of[i])) * static_cast<std::size_t>(per_node) +
@@ -305,7 +322,6 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   // Each pair's price, once, as its key into path_price (4 bytes a pair, not a copy of the price).
   // A closed-form all-to-all (hardware.all_to_all_model) takes each pair's bytes and price here
   // instead, and plans no transfer.
-  const bool closed_form = c.spec().all_to_all_model == "closed-form";
   thread_local ClosedFormAllToAll closed_storage;
   ClosedFormAllToAll& closed = closed_storage;
   if (closed_form) closed.start(c, gpus);
@@ -315,11 +331,25 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
   thread_local std::vector<Tick> launch_ticks_storage;
   std::vector<Tick>& launch_ticks = launch_ticks_storage;
   launch_ticks.assign(n, 0);
-  if (nccl && closed_form) {
+  if (nccl && closed_form && transposed) {
+    // Row j of the transpose is column j: the pairs i → j. A key's price is then worked out from
+    // its first pair by columns rather than by rows; only its bytes' last bit can differ (NCCL's
+    // wire scale is the path's bandwidth over the protocol's, a ratio of two sizes' times), and the
+    // executor rounds it to a float anyway.
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::vector<double>& column = bytes[j];
+      closed.add_column(j, column, [&](std::size_t i) -> const P2pPricing& {
+        const P2pPricing& p = path_price[price_key(i, j, column[i])];
+        launch_ticks[i] = std::max(launch_ticks[i], p.launch);
+        return p;
+      });
+    }
+  } else if (nccl && closed_form) {
     for (std::size_t i = 0; i < n; ++i) {
       Tick launch_i = launch_ticks[i];
-      closed.add_row(i, bytes[i], [&](std::size_t j) -> const P2pPricing& {
-        const P2pPricing& p = path_price[price_key(i, j)];
+      const std::vector<double>& row = bytes[i];
+      closed.add_row(i, row, [&](std::size_t j) -> const P2pPricing& {
+        const P2pPricing& p = path_price[price_key(i, j, row[j])];
         launch_i = std::max(launch_i, p.launch);
         return p;
       });
@@ -329,7 +359,7 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < n; ++j) {
         if (i == j || bytes[i][j] <= 0.0) continue;  // local tokens do not cross a link
-        const std::uint32_t key = price_key(i, j);
+        const std::uint32_t key = price_key(i, j, bytes[i][j]);
         pair_key[i * n + j] = key;
         launch_ticks[i] = std::max(launch_ticks[i], path_price[key].launch);
       }
@@ -343,7 +373,7 @@ std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::ve
     const TaskId dep[] = {start[i]};
     launched[i] = nccl ? g.delay(launch_ticks[i], phase, layer, dep) : launch(g, c, cal, phase, layer, dep);
   }
-  if (closed_form) return closed.plan(g, bytes, phase, layer, launched);
+  if (closed_form) return closed.plan(g, bytes, phase, layer, launched, transposed);
   // The transfers, row by row: their ids are consecutive from first_flow in this order.
   const auto first_flow = static_cast<TaskId>(g.size());
   for (std::size_t i = 0; i < n; ++i) {

@@ -34,10 +34,12 @@ TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int
 
 /// All-to-all(v): `bytes[i][j]` from gpus[i] to gpus[j], all flows concurrent once `start[i]`
 /// (per source) and that GPU's collective launch cost are done. Returns, per GPU, a join of every flow it sends or receives: the point
-/// where that GPU's collective call returns.
+/// where that GPU's collective call returns. `transposed`: `bytes` is the transpose, bytes[j][i]
+/// from gpus[i] to gpus[j] (a gather that reverses a scatter's matrix); the same all-to-all, without
+/// a transposed copy where the closed-form all-to-all model reads it as it is.
 std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                                    const std::vector<std::vector<double>>& bytes, Phase phase,
-                                   int layer, const std::vector<TaskId>& start);
+                                   int layer, const std::vector<TaskId>& start, bool transposed = false);
 
 /// The (child, parent) edges of channel `channel` of NCCL's tree all-reduce over `gpus` (init.cc,
 /// trees.cc): inside each node a chain, across nodes a binary tree of the chains' heads; channel k

@@ -194,17 +194,23 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
 
   // Gather: the reverse all-to-all, again a barrier collective.
   const TaskId all_computed = plan.join(experts_done, phase::kCombine, L);
-  // Gather: the scatter's stages backwards (forwarded outputs return to their gateway first).
+  // Gather: the scatter's stages backwards (forwarded outputs return to their gateway first). A
+  // one-stage gather is the scatter's matrix transposed, handed over as it is.
+  const bool reverse_of_scatter = d.gather.empty() && d.forward.empty();
   std::vector<std::vector<std::vector<double>>> combine;
   if (!d.gather.empty()) combine.push_back(to_bytes(d.gather, false));
-  else {
-    if (!d.forward.empty()) combine.push_back(to_bytes(d.forward, true));
+  else if (!reverse_of_scatter) {
+    combine.push_back(to_bytes(d.forward, true));
     combine.push_back(to_bytes(d.send, true));
   }
+  const std::vector<TaskId> combine_start(G, all_computed);
   const std::vector<TaskId> gathered =
       deepep ? deepep_call(DeepEpOp::kCombine, phase::kCombine, all_computed)
-             : add_staged_all_to_all(plan, cl, gpus, combine, phase::kCombine, L, std::vector<TaskId>(G, all_computed));
-  for (int g = 0; g < G; ++g) out.local_bytes += scatter.front()[g][g] + combine.back()[g][g];
+      : reverse_of_scatter
+          ? add_all_to_all(plan, cl, gpus, scatter.front(), phase::kCombine, L, combine_start, /*transposed=*/true)
+          : add_staged_all_to_all(plan, cl, gpus, combine, phase::kCombine, L, combine_start);
+  const std::vector<std::vector<double>>& last_combine = reverse_of_scatter ? scatter.front() : combine.back();
+  for (int g = 0; g < G; ++g) out.local_bytes += scatter.front()[g][g] + last_combine[g][g];
 
   out.done.resize(G);
   for (int g = 0; g < G; ++g) {

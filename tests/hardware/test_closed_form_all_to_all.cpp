@@ -59,12 +59,13 @@ struct Calls {
   std::size_t tasks = 0;
   double sent = 0.0, across = 0.0;
 };
-Calls run_calls(const ClusterSpec& spec, const std::vector<int>& gpus, const std::vector<std::vector<double>>& m) {
+Calls run_calls(const ClusterSpec& spec, const std::vector<int>& gpus, const std::vector<std::vector<double>>& m,
+                bool transposed = false) {
   const Cluster c(spec);
   TaskGraph g;
   const TaskId start = g.join({});
   const std::vector<TaskId> done =
-      add_all_to_all(g, c, gpus, m, phase::kDispatch, 0, std::vector<TaskId>(gpus.size(), start));
+      add_all_to_all(g, c, gpus, m, phase::kDispatch, 0, std::vector<TaskId>(gpus.size(), start), transposed);
   const std::vector<TaskTiming> timing = run_analytic(c, g);
   Calls out;
   for (const TaskId d : done) out.end.push_back(timing[d].end);
@@ -130,6 +131,30 @@ TEST(ClosedFormAllToAll, PartOfAClusterMatchesToo) {
   const Calls exact = run_calls(spec_of("dgx-h100", 2, "flows", "line-rate"), gpus, m);
   const Calls closed = run_calls(spec_of("dgx-h100", 2, "closed-form", "line-rate"), gpus, m);
   for (std::size_t i = 0; i < gpus.size(); ++i) EXPECT_NEAR(closed.end[i], exact.end[i], 1) << "GPU " << gpus[i];
+}
+
+// A gather handed over as its scatter's matrix (transposed) is read by columns under NCCL's
+// model, its pairs inside a node loading their links in row order: the same calls, to the tick
+// and the byte, as the transposed copy read by rows. On the PCIe preset pairs inside a node
+// share switch links, where the order of the sums matters.
+TEST(ClosedFormAllToAll, ATransposedMatrixGivesTheCallsOfItsTranspose) {
+  for (const Case& k : {Case{"grace-rtx4090-2x2", 2, "nccl"}, Case{"dgx-h100", 2, "nccl"}, Case{"dgx-a100", 2, "line-rate"}}) {
+    const ClusterSpec spec = spec_of(k.preset, k.nodes, "closed-form", k.collectives);
+    const int n = spec.num_gpus();
+    std::vector<int> gpus(n);
+    for (int i = 0; i < n; ++i) gpus[i] = i;
+    const auto m = random_matrix(n, 11 + static_cast<std::uint64_t>(n));
+    std::vector<std::vector<double>> t(n, std::vector<double>(n));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) t[i][j] = m[j][i];
+    const Calls by_rows = run_calls(spec, gpus, t);
+    const Calls by_columns = run_calls(spec, gpus, m, /*transposed=*/true);
+    const std::string what = std::string(k.preset) + " " + k.collectives;
+    EXPECT_EQ(by_columns.end, by_rows.end) << what;
+    EXPECT_EQ(by_columns.tasks, by_rows.tasks) << what;
+    EXPECT_EQ(by_columns.sent, by_rows.sent) << what;
+    EXPECT_EQ(by_columns.across, by_rows.across) << what;
+  }
 }
 
 // A GPU that neither sends nor receives does not wait for the others: its call returns at its own
