@@ -269,7 +269,7 @@ void ServingEngine::start_step(int pool) {
     shape.swap_in_bytes[home] = static_cast<double>(rs.swap_in_tokens) * kv_bytes;
     for (const ScheduledChunk& c : rs.chunks) {
       shape.seqs[home].push_back(SeqChunk{c.new_tokens, c.context});
-      const bool decode = !c.request->prefilling();
+      const bool decode = !c.prefill;
       decode_only = decode_only && decode;
       // Drafts are proposed for sequences that decode (a verify step with at least one draft).
       if (spec.enabled() && decode && c.new_tokens > 1) shape.draft_seqs[home].push_back(SeqChunk{1, c.context + 1});
@@ -386,7 +386,7 @@ void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {
   for (const RankStep& rs : p.rank_steps) {
     rec.preemptions += rs.preemptions;
     for (const ScheduledChunk& c : rs.chunks)
-      (c.request->prefilling() ? rec.prefill_tokens : rec.decode_tokens) += c.new_tokens;
+      (c.prefill ? rec.prefill_tokens : rec.decode_tokens) += c.new_tokens;
   }
   const int moe_layers = static_cast<int>(p.routing.size());
   for (int l = 0; l < moe_layers; ++l)

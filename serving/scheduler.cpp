@@ -76,7 +76,7 @@ void RankScheduler::schedule_running(RankStep& step, std::int64_t& budget, bool 
       if (!victim) throw std::logic_error("KV cache: a lone request does not fit (validation should have caught it)");
     }
     if (self_preempted) continue;  // running_[i] is now the next request
-    step.chunks.push_back({r, n, r->computed});
+    step.chunks.push_back({r, n, r->computed, r->prefilling()});
     budget -= n;
     ++i;
   }
@@ -109,7 +109,7 @@ void RankScheduler::admit_waiting(RankStep& step, std::int64_t& budget, Tick now
     r->admitted_order = admissions_++;
     r->mark_scheduled(now);
     running_.push_back(r);
-    step.chunks.push_back({r, n, r->computed});
+    step.chunks.push_back({r, n, r->computed, r->prefilling()});
     budget -= n;
   }
 }

@@ -21,6 +21,9 @@ struct ScheduledChunk {
   Request* request = nullptr;
   std::int64_t new_tokens = 0;
   std::int64_t context = 0;  ///< tokens already cached before this step
+  /// A chunk of a prompt: its request was prefilling when scheduled, as it stays until the step
+  /// completes. Kept here so that the engine's passes over a step need not visit the request.
+  bool prefill = false;
 };
 
 /// A rank's share of one step.
