@@ -243,9 +243,6 @@ TaskId add_ring_all_gather(TaskGraph& g, const Cluster& c, const std::vector<int
                         deps);
 }
 
-namespace {
-// m's transpose, in 16 x 16 tiles so that the rows read and the rows written both stay in cache (a
-// column at a time missed on every element at 1,024 GPUs).
 std::vector<std::vector<double>> transpose_of(const std::vector<std::vector<double>>& m) {
   const std::size_t n = m.size();
   std::vector<std::vector<double>> t(n, std::vector<double>(n));
@@ -256,7 +253,6 @@ std::vector<std::vector<double>> transpose_of(const std::vector<std::vector<doub
         for (std::size_t j = j0; j < std::min(n, j0 + kTile); ++j) t[i][j] = m[j][i];
   return t;
 }
-}  // namespace
 
 std::vector<TaskId> add_all_to_all(TaskGraph& g, const Cluster& c, const std::vector<int>& gpus,
                                    const std::vector<std::vector<double>>& bytes, Phase phase,

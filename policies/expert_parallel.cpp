@@ -136,20 +136,10 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
 
   if (!d.forward.empty() && !d.gather.empty())
     throw std::logic_error("dispatch: a two-stage scatter with its own gather is not supported");
-  const auto to_bytes = [&](const std::vector<std::vector<std::int64_t>>& rows, bool transpose) {
+  const auto to_bytes = [&](const std::vector<std::vector<std::int64_t>>& rows) {
     std::vector<std::vector<double>> b(G, std::vector<double>(G));
-    if (!transpose) {
-      for (int s = 0; s < G; ++s)
-        for (int t = 0; t < G; ++t) b[s][t] = static_cast<double>(rows[s][t]) * tb;
-      return b;
-    }
-    // In tiles, so that the rows read and the rows written both stay in cache (a column at a
-    // time missed on every element at 1,024 GPUs).
-    constexpr int kTile = 16;
-    for (int s0 = 0; s0 < G; s0 += kTile)
-      for (int t0 = 0; t0 < G; t0 += kTile)
-        for (int s = s0; s < std::min(G, s0 + kTile); ++s)
-          for (int t = t0; t < std::min(G, t0 + kTile); ++t) b[s][t] = static_cast<double>(rows[t][s]) * tb;
+    for (int s = 0; s < G; ++s)
+      for (int t = 0; t < G; ++t) b[s][t] = static_cast<double>(rows[s][t]) * tb;
     return b;
   };
   // DeepEP's kernels (deployment.alltoall) carry the selections where the policy sends each one
@@ -168,8 +158,8 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   // Built in place: a braced list would copy the matrix (8 MB at 1,024 GPUs) out of its
   // initializer_list.
   std::vector<std::vector<std::vector<double>>> scatter;
-  scatter.push_back(to_bytes(d.send, false));
-  if (!d.forward.empty()) scatter.push_back(to_bytes(d.forward, false));
+  scatter.push_back(to_bytes(d.send));
+  if (!d.forward.empty()) scatter.push_back(to_bytes(d.forward));
   const std::vector<TaskId> scattered =
       deepep ? deepep_call(DeepEpOp::kDispatch, phase::kDispatch, plan.join(may_scatter, phase::kDispatch, L))
              : add_staged_all_to_all(plan, cl, gpus, scatter, phase::kDispatch, L, may_scatter);
@@ -198,10 +188,10 @@ MoeLayerOutput ExpertParallelPolicy::build_moe_layer(TaskGraph& plan, const Poli
   // one-stage gather is the scatter's matrix transposed, handed over as it is.
   const bool reverse_of_scatter = d.gather.empty() && d.forward.empty();
   std::vector<std::vector<std::vector<double>>> combine;
-  if (!d.gather.empty()) combine.push_back(to_bytes(d.gather, false));
+  if (!d.gather.empty()) combine.push_back(to_bytes(d.gather));
   else if (!reverse_of_scatter) {
-    combine.push_back(to_bytes(d.forward, true));
-    combine.push_back(to_bytes(d.send, true));
+    combine.push_back(transpose_of(scatter[1]));
+    combine.push_back(transpose_of(scatter[0]));
   }
   const std::vector<TaskId> combine_start(G, all_computed);
   const std::vector<TaskId> gathered =
