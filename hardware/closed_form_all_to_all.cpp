@@ -48,11 +48,19 @@ double ClosedFormAllToAll::drain(LinkId l) const {
 
 const ClosedFormCalls& ClosedFormAllToAll::price(const std::vector<std::vector<double>>& bytes, bool transposed) {
   if (mixed_hops_) throw std::logic_error("closed-form all-to-all: its pairs disagree on paying their hops");
-  // Pairs added by column that stay inside a node load their links now, in row order.
-  std::sort(inside_later_.begin(), inside_later_.end(),
-            [](const LaterPair& a, const LaterPair& b) { return a.src != b.src ? a.src < b.src : a.dst < b.dst; });
-  for (const LaterPair& q : inside_later_) add_inside(q.src, q.dst, q.b);
-  inside_later_.clear();
+  // Pairs added by column that stay inside a node load their links now, in row order. They were
+  // added column by column, so each source's pairs are already in destination order: a stable
+  // counting sort by source puts them in row order.
+  if (!inside_later_.empty()) {
+    const std::size_t n = endpoint_.size();
+    later_start_.assign(n + 1, 0);
+    for (const LaterPair& q : inside_later_) ++later_start_[q.src + 1];
+    for (std::size_t i = 0; i < n; ++i) later_start_[i + 1] += later_start_[i];
+    later_sorted_.resize(inside_later_.size());
+    for (const LaterPair& q : inside_later_) later_sorted_[later_start_[q.src]++] = q;
+    for (const LaterPair& q : later_sorted_) add_inside(q.src, q.dst, q.b);
+    inside_later_.clear();
+  }
   const Cluster& c = *c_;
   const std::vector<Cluster::LinkInfo>& links = c.links();
   const std::size_t n = endpoint_.size();

@@ -183,6 +183,8 @@ class ClosedFormAllToAll {
     double b;
   };
   std::vector<LaterPair> inside_later_;
+  std::vector<LaterPair> later_sorted_;    ///< price()'s row-ordered copy of inside_later_
+  std::vector<std::size_t> later_start_;  ///< price()'s counting sort: first slot per source
   std::vector<int> gpu_, endpoint_, node_;
 };
 

@@ -124,7 +124,6 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
     const std::int64_t T = std::accumulate(home_tokens_.begin(), home_tokens_.end(), std::int64_t{0});
     for (int g = 0; g < G; ++g) home_tokens_[g] = (g + 1) * T / G - g * T / G;
   }
-  for (int g = 0; g < G; ++g) token_home_.insert(token_home_.end(), static_cast<std::size_t>(home_tokens_[g]), g);
   last_.resize(G);
   for (int g = 0; g < G; ++g) {
     TaskId root = plan.join({}, phase::kOther, -1);
@@ -275,10 +274,21 @@ MoeLayerInput StepBuilder::moe_input(int layer, const LayerRouting* routing, con
   in.batch = step_;
   in.routing = routing;
   in.forecast = &forecast;
-  in.token_home = &token_home_;
+  in.token_home = &token_home_of(*routing);
   in.home_tokens = home_tokens_;
   in.layer_start = last_;
   return in;
+}
+
+const std::vector<int>& StepBuilder::token_home_of(const LayerRouting& r) {
+  // A count-level routing says where its selections come from itself; only a token-level one
+  // needs the GPU of each token (a prefill step's thousands, every step).
+  if (!r.by_count && token_home_.empty()) {
+    const auto G = home_tokens_.size();
+    for (std::size_t g = 0; g < G; ++g)
+      token_home_.insert(token_home_.end(), static_cast<std::size_t>(home_tokens_[g]), static_cast<int>(g));
+  }
+  return token_home_;
 }
 
 std::vector<int> StepBuilder::group_gpus(int k) const {
@@ -351,7 +361,7 @@ const MoeLayerOutput* StepBuilder::add_grouped_layer(TaskGraph& plan, int layer,
     // Selections per expert of each group (its tokens are routed from its first GPU).
     std::vector<std::vector<std::int64_t>> per_expert(static_cast<std::size_t>(groups),
                                                       std::vector<std::int64_t>(static_cast<std::size_t>(m.experts), 0));
-    for_each_selection(*routing, token_home_, [&](int src, int e, std::int64_t n) {
+    for_each_selection(*routing, token_home_of(*routing), [&](int src, int e, std::int64_t n) {
       per_expert[static_cast<std::size_t>(src / T)][static_cast<std::size_t>(e)] += n;
     });
     moe_out_ = MoeLayerOutput{};

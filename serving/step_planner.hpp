@@ -123,6 +123,9 @@ class StepBuilder {
                                           const Forecast& forecast);
   /// The policy's input for MoE layer `layer` (its index taken), starting from last_.
   MoeLayerInput moe_input(int layer, const LayerRouting* routing, const Forecast& forecast);
+  /// The GPU of each token, laid out GPU by GPU, for `r`; built the first time a token-level
+  /// routing asks (a count-level one reads none of it: for_each_selection, assign_home_first).
+  const std::vector<int>& token_home_of(const LayerRouting& r);
   /// GPUs of attention group k.
   std::vector<int> group_gpus(int k) const;
   /// GPUs of the k-th run of `size` consecutive GPUs.
@@ -134,7 +137,7 @@ class StepBuilder {
   const PolicyContext& ctx_;
   int step_;
   std::vector<std::int64_t> home_tokens_;
-  std::vector<int> token_home_;              ///< GPU of each token, tokens laid out GPU by GPU
+  std::vector<int> token_home_;              ///< GPU of each token (token_home_of), built on demand
   std::vector<std::vector<Op>> attention_;   ///< per GPU: the same in every (windowed) layer
   std::vector<std::vector<Op>> global_attention_;  ///< per GPU: full-attention layers (interleaved models)
   bool tensor_parallel_ = false;             ///< attention tensor-parallel (see the file comment)

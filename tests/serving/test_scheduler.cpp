@@ -4,6 +4,9 @@
 // preempted requests. Closed forms on hand-sized cases.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+
 #include "serving/scheduler.hpp"
 
 namespace moesim {
@@ -47,6 +50,47 @@ TEST(PagedKvCache, BlocksGrowAndRelease) {
   kv.release(7);
   EXPECT_EQ(kv.used_blocks(), 7);
   EXPECT_EQ(kv.peak_used_blocks(), 10);
+}
+
+// The blocks held per request live in an open-addressing table with backward-shift erasure:
+// thousands of grows and releases over clustered and scattered ids (table growth, wrap-around,
+// erasures in the middle of probe runs) agree with a std::map at every step.
+TEST(PagedKvCache, HeldBlocksAgreeWithAMapOverGrowsAndReleases) {
+  PagedKvCache kv(1'000'000, 16);
+  std::map<std::int64_t, std::int64_t> ref;
+  std::mt19937_64 rng(11);
+  std::int64_t used = 0;
+  for (int round = 0; round < 20000; ++round) {
+    // Ids from a sliding window (as a serving run's), from a fixed range of thousands (a table
+    // with long probe runs), and now and then a large one.
+    const std::uint64_t pick = rng() % 8;
+    const std::int64_t id = pick == 0   ? static_cast<std::int64_t>(rng() % 1'000'000'000)
+                            : pick < 4 ? static_cast<std::int64_t>(rng() % 3000)
+                                       : round / 4 + static_cast<std::int64_t>(rng() % 300);
+    if (rng() % 3 == 0) {
+      kv.release(id);
+      if (auto it = ref.find(id); it != ref.end()) {
+        used -= it->second;
+        ref.erase(it);
+      }
+    } else {
+      const std::int64_t tokens = static_cast<std::int64_t>(rng() % 200);
+      ASSERT_TRUE(kv.grow(id, tokens));
+      std::int64_t& held = ref[id];
+      const std::int64_t extra = std::max<std::int64_t>(0, kv.blocks_for(tokens) - held);
+      held += extra;
+      used += extra;
+      if (held == 0) ref.erase(id);
+    }
+    ASSERT_EQ(kv.used_blocks(), used);
+    ASSERT_EQ(kv.held_blocks(id), ref.count(id) ? ref[id] : 0);
+  }
+  for (const auto& [id, blocks] : ref) ASSERT_EQ(kv.held_blocks(id), blocks) << id;
+  for (std::int64_t id = 0; id < 6000; ++id) {
+    if (!ref.count(id)) {
+      ASSERT_EQ(kv.held_blocks(id), 0) << id;
+    }
+  }
 }
 
 TEST(RankScheduler, ChunkedPrefillThenDecode) {
