@@ -334,11 +334,12 @@ void ServingEngine::start_step(int pool) {
   const auto route = [&](const StepShape& part, const std::vector<TokenRef>& part_tokens, Stream stream) {
     std::vector<LayerRouting> out;
     const std::vector<std::int64_t> home = part.home_tokens();
-    for (int l = 0; l < moe_layers; ++l) {
-      if (!shape.sample.planned(l, moe_layers)) {  // left out by layer sampling: never read
+    for (int l = 0, next = shape.sample.next_planned(0, moe_layers); l < moe_layers; ++l) {
+      if (l != next) {  // left out by layer sampling: never read
         out.emplace_back();
         continue;
       }
+      next = shape.sample.next_planned(l + 1, moe_layers);
       Rng rng = Rng::derive(setup_.seed, stream, pool, ustep, l);
       out.push_back(by_count ? setup_.routing->route_counts(p.step, l, home, rng)
                              : setup_.routing->route_tokens(p.step, l, part_tokens, rng));
@@ -351,11 +352,12 @@ void ServingEngine::start_step(int pool) {
   // The predictors forecast and observe the first micro-batch's routing under two-batch overlap.
   p.routing = halves ? route(halves->first, halves->first_tokens, Stream::kStepRouting)
                      : route(shape, tokens, Stream::kStepRouting);
-  for (int l = 0; l < moe_layers; ++l) {
-    if (!shape.sample.planned(l, moe_layers)) {
+  for (int l = 0, next = shape.sample.next_planned(0, moe_layers); l < moe_layers; ++l) {
+    if (l != next) {
       p.forecasts.emplace_back();
       continue;
     }
+    next = shape.sample.next_planned(l + 1, moe_layers);
     Rng rng = Rng::derive(setup_.seed, Stream::kStepPredictor, pool, ustep, l);
     p.forecasts.push_back(sp.predictor->forecast(p.step, l, p.routing[static_cast<std::size_t>(l)], rng));
   }
@@ -389,15 +391,15 @@ void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {
       (c.prefill ? rec.prefill_tokens : rec.decode_tokens) += c.new_tokens;
   }
   const int moe_layers = static_cast<int>(p.routing.size());
-  for (int l = 0; l < moe_layers; ++l)
-    if (p.sample.planned(l, moe_layers)) rec.skewness.push_back(p.routing[static_cast<std::size_t>(l)].skewness());
+  for (int l = p.sample.next_planned(0, moe_layers); l < moe_layers; l = p.sample.next_planned(l + 1, moe_layers))
+    rec.skewness.push_back(p.routing[static_cast<std::size_t>(l)].skewness());
   rec.forecasts = &p.forecasts;
   rec.plan = p.plan.get();
   rec.timing = &timing;
   if (step_observer_) step_observer_(rec);
   engine_->exec.recycle_timing(std::move(timing));
-  for (int l = 0; l < moe_layers; ++l)
-    if (p.sample.planned(l, moe_layers)) sp.predictor->observe(p.step, l, p.routing[static_cast<std::size_t>(l)]);
+  for (int l = p.sample.next_planned(0, moe_layers); l < moe_layers; l = p.sample.next_planned(l + 1, moe_layers))
+    sp.predictor->observe(p.step, l, p.routing[static_cast<std::size_t>(l)]);
 
   p.busy = false;
   // Speculative decoding: drafts are accepted in order, each with the configured probability

@@ -46,6 +46,17 @@ int LayerSample::weight(int moe, int moe_layers) const {
   return std::min(every, moe_layers - block * every);
 }
 
+int LayerSample::next_planned(int moe, int moe_layers) const {
+  if (moe >= moe_layers) return moe_layers;
+  if (every <= 1) return moe;
+  for (int block = moe / every; block * every < moe_layers; ++block) {
+    const int size = std::min(every, moe_layers - block * every);
+    const int at = block * every + offset % size;
+    if (at >= moe) return at;
+  }
+  return moe_layers;
+}
+
 namespace {
 
 // KV-cache swaps before the step: device→host and host→device copies on the GPU's copy engines
@@ -435,16 +446,18 @@ void plan_step_into(StepPlan& sp, Policy& policy, const PolicyContext& ctx, int 
   clear_plan(sp);
   StepBuilder builder(policy, ctx, step, shape, sp.graph);
   sp.home_tokens = builder.home_tokens();
+  int next_planned = shape.sample.next_planned(0, moe_layers);
   while (!builder.done()) {
     if (!builder.next_is_moe()) {
       builder.add_layer(sp.graph, nullptr, nullptr);
       continue;
     }
     const int moe = builder.next_moe_index();
-    if (!shape.sample.planned(moe, moe_layers)) {
+    if (moe != next_planned) {
       builder.skip_layer();
       continue;
     }
+    next_planned = shape.sample.next_planned(moe + 1, moe_layers);
     const auto i = static_cast<std::size_t>(moe);
     const auto first = static_cast<TaskId>(sp.graph.size());
     builder.add_layer(sp.graph, &routing[i], forecasts ? &(*forecasts)[i] : nullptr);

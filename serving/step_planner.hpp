@@ -31,6 +31,10 @@ struct LayerSample {
   bool planned(int moe, int moe_layers) const;
   /// The layers MoE layer `moe` stands for when planned: its block's size.
   int weight(int moe, int moe_layers) const;
+  /// The first planned MoE layer from `moe` on (`moe_layers` when none is left). Loops over the
+  /// layers step from one planned layer to the next with it: planned() costs two divisions, and
+  /// a step asks of every layer several times.
+  int next_planned(int moe, int moe_layers) const;
 };
 
 struct StepShape {

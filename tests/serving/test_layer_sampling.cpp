@@ -43,6 +43,25 @@ TEST(LayerSample, OneLayerPerBlockRotatingWithTheStep) {
   EXPECT_EQ(LayerSample{}.weight(7, 10), 1);
 }
 
+// next_planned (the loops' way from one planned layer to the next) finds exactly the layers
+// planned() names, for every block size, offset and layer count, exact sampling included.
+TEST(LayerSample, NextPlannedVisitsThePlannedLayersInOrder) {
+  for (int layers = 1; layers <= 61; layers += 3)
+    for (int every : {1, 2, 3, 4, 7, 16, 256})
+      for (int offset : {0, 1, 2, 5, 11, 1000003}) {
+        const LayerSample s{every, offset};
+        std::vector<int> by_planned, by_next;
+        for (int l = 0; l < layers; ++l)
+          if (s.planned(l, layers)) by_planned.push_back(l);
+        for (int l = s.next_planned(0, layers); l < layers; l = s.next_planned(l + 1, layers)) by_next.push_back(l);
+        EXPECT_EQ(by_next, by_planned) << layers << " layers, every " << every << ", offset " << offset;
+        for (int l = 0; l <= layers; ++l) {
+          const int n = s.next_planned(l, layers);
+          EXPECT_TRUE(n == layers || (n >= l && s.planned(n, layers)));
+        }
+      }
+}
+
 TEST(LayerSample, RepeatedTasksTakeTheirTimeAndBytesThatManyTimes) {
   // One GPU pair over a 1 GB/s link: a compute of 1,000 ticks, a delay of 500 and a 1 MB flow
   // (1 ms = 10^9 ticks), each standing for 3 copies, run back to back.
