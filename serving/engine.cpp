@@ -373,8 +373,14 @@ void ServingEngine::start_step(int pool) {
   if (!p.gpu_of.empty()) p.plan->graph.remap(p.gpu_of, p.endpoint_of);
   p.busy = true;
   ++steps_;
-  engine_->exec.submit(std::shared_ptr<const TaskGraph>(p.plan, &p.plan->graph),
-                       [this, pool](GraphId, std::vector<TaskTiming>&& timing) { finish_step(pool, std::move(timing)); });
+  // One pool (and no layer queues) runs nothing beside its step: the executor replays the step's
+  // events at once (PlanExecutor::submit_alone; same timings, same order of events).
+  std::shared_ptr<const TaskGraph> plan(p.plan, &p.plan->graph);
+  auto done = [this, pool](GraphId, std::vector<TaskTiming>&& timing) { finish_step(pool, std::move(timing)); };
+  if (pools_.size() == 1 && !queues_)
+    engine_->exec.submit_alone(std::move(plan), std::move(done));
+  else
+    engine_->exec.submit(std::move(plan), std::move(done));
 }
 
 void ServingEngine::finish_step(int pool, std::vector<TaskTiming>&& timing) {

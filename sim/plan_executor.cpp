@@ -72,8 +72,8 @@ GraphId PlanExecutor::submit(TaskGraph&& plan, GraphDone on_done) {
   return submit(std::make_shared<const TaskGraph>(std::move(plan)), std::move(on_done));
 }
 
-std::uint32_t PlanExecutor::start_graph(std::shared_ptr<const TaskGraph> plan, GraphDone on_done,
-                                        bool defer_sync_completion, PlanFeed* feed, TaskGraph* growing) {
+std::uint32_t PlanExecutor::take_slot(std::shared_ptr<const TaskGraph> plan, GraphDone on_done) {
+  if (alone_in_flight_) throw std::logic_error("a graph was submitted beside one submitted alone");
   std::uint32_t slot;
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
@@ -82,18 +82,26 @@ std::uint32_t PlanExecutor::start_graph(std::shared_ptr<const TaskGraph> plan, G
     slot = static_cast<std::uint32_t>(graphs_.size());
     graphs_.emplace_back();
   }
+  const TaskGraph& p = *plan;
+  Graph& g = graphs_[slot];
+  g.plan = std::move(plan);
+  if (g.timing.capacity() < p.size() && spare_timing_.capacity() >= p.size()) g.timing.swap(spare_timing_);
+  g.timing.assign(p.size(), TaskTiming{});
+  g.pending_deps.resize(p.size());
+  for (TaskId i = 0; i < p.size(); ++i) g.pending_deps[i] = p.dependency_count(i);
+  g.done = 0;
+  g.id = next_id_++;
+  g.on_done = std::move(on_done);
+  return slot;
+}
+
+std::uint32_t PlanExecutor::start_graph(std::shared_ptr<const TaskGraph> plan, GraphDone on_done,
+                                        bool defer_sync_completion, PlanFeed* feed, TaskGraph* growing) {
   // `plan` (the parameter) keeps the graph alive for this whole call even if it completes inside.
+  const std::uint32_t slot = take_slot(plan, std::move(on_done));
   const TaskGraph& p = *plan;
   {
     Graph& g = graphs_[slot];
-    g.plan = plan;
-    if (g.timing.capacity() < p.size() && spare_timing_.capacity() >= p.size()) g.timing.swap(spare_timing_);
-    g.timing.assign(p.size(), TaskTiming{});
-    g.pending_deps.resize(p.size());
-    for (TaskId i = 0; i < p.size(); ++i) g.pending_deps[i] = p.dependency_count(i);
-    g.done = 0;
-    g.id = next_id_++;
-    g.on_done = std::move(on_done);
     g.starting = defer_sync_completion;
     g.finished_starting = false;
     if (feed) {

@@ -91,6 +91,16 @@ class PlanExecutor {
   GraphId submit(std::shared_ptr<const TaskGraph> plan, GraphDone on_done);
   /// Convenience: the executor takes ownership of `plan`.
   GraphId submit(TaskGraph&& plan, GraphDone on_done);
+  /// submit() for a graph that runs alone: no graph is in flight, and the caller submits none
+  /// until `on_done` has run (a single-pool serving step; std::logic_error if one is submitted).
+  /// A plan without transfers (so without the network's events) is then replayed at once, in a
+  /// loop of its own: its tasks' completions run in the order the simulator would run them (they
+  /// are all EventPriority::kCompletion events, ordered by tick and then by when each was
+  /// scheduled, and nothing else touches the streams), the compute chooser consulted as run()
+  /// would, and one simulator event at its last task's end delivers it. Timings, the delivery's
+  /// place among the simulator's events and events_run() are those submit() gives (unit-tested
+  /// against it); plans with transfers, or submitted beside others, go through submit().
+  GraphId submit_alone(std::shared_ptr<const TaskGraph> plan, GraphDone on_done);
   /// Graphs submitted and not finished.
   std::size_t in_flight() const { return graphs_.size() - free_slots_.size(); }
   /// Hands back a graph's timings once the caller is done with them: the next graph submitted
@@ -135,8 +145,30 @@ class PlanExecutor {
     int gpu = -1;              ///< compute streams: the GPU; copy engines: -1 (never consult the chooser)
   };
 
+  /// A free slot holding `plan` with fresh timings and pending counts.
+  std::uint32_t take_slot(std::shared_ptr<const TaskGraph> plan, GraphDone on_done);
   std::uint32_t start_graph(std::shared_ptr<const TaskGraph> plan, GraphDone on_done, bool defer_sync_completion,
                             PlanFeed* feed = nullptr, TaskGraph* growing = nullptr);
+  // submit_alone's replay (sim/plan_replay.cpp): the executor's event handlers over a private
+  // queue of completions.
+  struct ReplayEvent {
+    Tick at;
+    std::uint64_t seq;  ///< scheduling order: ties at a tick run in it, as in the simulator
+    TaskId id;
+  };
+  struct ReplayStream {
+    std::vector<TaskId> ready;  ///< waiting tasks from `head` on, in the order they became ready
+    std::size_t head = 0;
+    bool busy = false;
+  };
+  struct Replay;
+  void replay(std::uint32_t slot);
+  void replay_ready(Replay& r, TaskId id);
+  void replay_finish(Replay& r, TaskId id);
+  void replay_kick(Replay& r, int gpu);
+  void replay_schedule(Replay& r, Tick delay, TaskId id);
+  /// Min-heap order of the replay's queue: by tick, then by scheduling order.
+  static bool replay_later(const ReplayEvent& a, const ReplayEvent& b);
   void grow(std::uint32_t slot);
   void settle(std::uint32_t slot);
   void retire_part(std::uint32_t slot);
@@ -161,6 +193,9 @@ class PlanExecutor {
   std::vector<Stream> compute_;                 ///< per GPU
   std::vector<std::array<Stream, 3>> engines_;  ///< per GPU, per CopyEngine
   std::vector<ReadyTask> scratch_;              ///< the chooser's view of a stream
+  std::vector<ReplayEvent> replay_heap_;        ///< submit_alone's pending completions
+  std::vector<ReplayStream> replay_streams_;    ///< submit_alone's compute streams, per GPU
+  bool alone_in_flight_ = false;                ///< a graph replayed by submit_alone awaits delivery
 };
 
 }  // namespace moesim

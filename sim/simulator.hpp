@@ -34,6 +34,10 @@ class Simulator {
   /// Runs until no events remain (or until `limit` ticks). Returns the number of events run.
   std::uint64_t run(Tick limit = kTickMax);
   std::uint64_t events_run() const { return events_run_; }
+  /// Counts `n` events run outside the queue: a graph replayed alone (PlanExecutor::submit_alone)
+  /// runs its tasks' completions in a loop of its own, in the order this queue would have, and
+  /// counts them here so that events_run() stays what running them here would give.
+  void count_events(std::uint64_t n) { events_run_ += n; }
   EventQueue& queue() { return queue_; }
 
  private:
