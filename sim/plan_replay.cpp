@@ -57,7 +57,13 @@ GraphId PlanExecutor::submit_alone(std::shared_ptr<const TaskGraph> plan, GraphD
 
 void PlanExecutor::replay(std::uint32_t slot) {
   const TaskGraph& p = *graphs_[slot].plan;
-  if (replay_streams_.size() != compute_.size()) replay_streams_.resize(compute_.size());
+  // Fresh streams and queue (a replay that threw part-way leaves them as they were).
+  replay_streams_.resize(compute_.size());
+  for (ReplayStream& s : replay_streams_) {
+    s.ready.clear();
+    s.head = 0;
+    s.busy = false;
+  }
   replay_heap_.clear();
   Replay r{slot, sim_.now()};
   // Roots by their static dependency count, in id order, as start_graph starts them.
