@@ -48,7 +48,11 @@ struct PlanExecutor::Replay {
 GraphId PlanExecutor::submit_alone(std::shared_ptr<const TaskGraph> plan, GraphDone on_done) {
   if (!plan) throw std::invalid_argument("submit_alone: null plan");
   bool transfers = false;
-  for (const Task& t : plan->tasks()) transfers = transfers || t.kind == TaskKind::kTransfer;
+  for (const Task& t : plan->tasks()) {
+    if (t.kind != TaskKind::kTransfer) continue;
+    transfers = true;  // found at the first all-to-all, not after a walk of a 10^6-transfer plan
+    break;
+  }
   if (transfers || in_flight() > 0) return submit(std::move(plan), std::move(on_done));
   const std::uint32_t slot = take_slot(std::move(plan), std::move(on_done));
   replay(slot);
