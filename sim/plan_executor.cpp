@@ -7,14 +7,13 @@
 
 namespace moesim {
 
-namespace {
-/// A duration `repeat` times over (Task::repeat), within the simulated time range.
-Tick repeated(Tick t, std::uint16_t repeat) {
+Tick PlanExecutor::repeated(Tick t, std::uint16_t repeat) {
   if (repeat == 1) return t;
   if (t > kTickLimit / repeat) throw TimeRangeError("a repeated task's duration passed the simulated time range (~53 days)");
   return t * repeat;
 }
 
+namespace {
 // A queue drained this far from its front is compacted, so a stream that never runs dry (a
 // serving loop) does not grow without bound; the threshold keeps the copy amortised O(1).
 constexpr std::size_t kCompactAfter = 64;
@@ -318,27 +317,23 @@ PlanExecutor::Entry PlanExecutor::pop_next(Stream& s) {
       const Graph& g = graphs_[w.slot];
       scratch_.push_back(ReadyTask{g.id, w.id, &g.plan->task(w.id), g.timing[w.id - g.base].ready});
     }
-    pick = chooser_(s.gpu, std::span<const ReadyTask>(scratch_));
-    if (pick >= waiting) {
-      throw std::logic_error("compute chooser for GPU " + std::to_string(s.gpu) + " picked index " +
-                             std::to_string(pick) + " of " + std::to_string(waiting) + " waiting tasks");
-    }
+    pick = chooser_pick(s.gpu, waiting);
   }
-  const auto at = s.ready.begin() + static_cast<std::ptrdiff_t>(s.head + pick);
-  const Entry e = *at;
-  if (pick == 0) {
-    ++s.head;
-  } else {
-    s.ready.erase(at);  // the others keep their order
-  }
-  if (s.head == s.ready.size()) {
-    s.ready.clear();
-    s.head = 0;
-  } else if (s.head >= kCompactAfter && 2 * s.head >= s.ready.size()) {
+  const Entry e = take_waiting(s.ready, s.head, pick);
+  if (s.head >= kCompactAfter && 2 * s.head >= s.ready.size()) {
     s.ready.erase(s.ready.begin(), s.ready.begin() + static_cast<std::ptrdiff_t>(s.head));
     s.head = 0;
   }
   return e;
+}
+
+std::size_t PlanExecutor::chooser_pick(int gpu, std::size_t waiting) {
+  const std::size_t pick = chooser_(gpu, std::span<const ReadyTask>(scratch_));
+  if (pick >= waiting) {
+    throw std::logic_error("compute chooser for GPU " + std::to_string(gpu) + " picked index " +
+                           std::to_string(pick) + " of " + std::to_string(waiting) + " waiting tasks");
+  }
+  return pick;
 }
 
 void PlanExecutor::start_transfer(std::uint32_t slot, TaskId id) {

@@ -179,6 +179,26 @@ class PlanExecutor {
   void finish(std::uint32_t slot, TaskId id);
   void kick_stream(Stream& s);
   Entry pop_next(Stream& s);
+  /// A duration `repeat` times over (Task::repeat), within the simulated time range.
+  static Tick repeated(Tick t, std::uint16_t repeat);
+  /// The chooser's pick among the `waiting` tasks viewed in scratch_ (checked to be one of them).
+  std::size_t chooser_pick(int gpu, std::size_t waiting);
+  /// Takes the `pick`-th waiting entry of `ready` (waiting from `head` on); the others keep their
+  /// order, and a queue left empty is cleared.
+  template <class T>
+  static T take_waiting(std::vector<T>& ready, std::size_t& head, std::size_t pick) {
+    const auto at = ready.begin() + static_cast<std::ptrdiff_t>(head + pick);
+    const T e = *at;
+    if (pick == 0)
+      ++head;
+    else
+      ready.erase(at);
+    if (head == ready.size()) {
+      ready.clear();
+      head = 0;
+    }
+    return e;
+  }
   void start_transfer(std::uint32_t slot, TaskId id);
   Stream& stream_of(const Task& t);
 

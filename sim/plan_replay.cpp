@@ -23,15 +23,6 @@
 
 namespace moesim {
 
-namespace {
-/// A duration `repeat` times over (Task::repeat), as plan_executor.cpp's.
-Tick repeated(Tick t, std::uint16_t repeat) {
-  if (repeat == 1) return t;
-  if (t > kTickLimit / repeat) throw TimeRangeError("a repeated task's duration passed the simulated time range (~53 days)");
-  return t * repeat;
-}
-}  // namespace
-
 bool PlanExecutor::replay_later(const ReplayEvent& a, const ReplayEvent& b) {
   return a.at != b.at ? a.at > b.at : a.seq > b.seq;
 }
@@ -157,23 +148,9 @@ void PlanExecutor::replay_kick(Replay& r, int gpu) {
       const TaskId w = s.ready[k];
       scratch_.push_back(ReadyTask{g.id, w, &g.plan->task(w), g.timing[w].ready});
     }
-    pick = chooser_(gpu, std::span<const ReadyTask>(scratch_));
-    if (pick >= waiting) {
-      throw std::logic_error("compute chooser for GPU " + std::to_string(gpu) + " picked index " +
-                             std::to_string(pick) + " of " + std::to_string(waiting) + " waiting tasks");
-    }
+    pick = chooser_pick(gpu, waiting);
   }
-  const auto at = s.ready.begin() + static_cast<std::ptrdiff_t>(s.head + pick);
-  const TaskId id = *at;
-  if (pick == 0) {
-    ++s.head;
-  } else {
-    s.ready.erase(at);  // the others keep their order
-  }
-  if (s.head == s.ready.size()) {
-    s.ready.clear();
-    s.head = 0;
-  }
+  const TaskId id = take_waiting(s.ready, s.head, pick);
   s.busy = true;
   const Task& t = g.plan->task(id);
   g.timing[id].start = r.now;
