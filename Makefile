@@ -19,7 +19,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test deps configure build bench papers validate plots sanitize fuzz clean
+.PHONY: run test deps configure build bench papers validate profiles plots sanitize fuzz clean
 
 run: build
 	./$(BUILD)/moesim run scenarios/quickstart.yaml
@@ -73,7 +73,15 @@ papers: build
 # (outputs in results/validation/), then the per-case table validation/serving/results.md and the
 # summary block of docs/validation.md (median |error| per metric against the issue's targets).
 validate: build
+	python3 validation/kernels/kernel_table.py --moesim ./$(BUILD)/moesim
 	python3 validation/serving/make_scenarios.py && python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim
+
+# The built-in kernel profiles (hardware/profiles/*.yaml, compiled into moesim): every GEMM family of
+# data/kernels/gemm.csv fitted on all its rows, for H100 and B200; then the build that embeds them.
+profiles: build
+	./$(BUILD)/moesim calibrate fit data/kernels/gemm.csv --base dgx-h100 --holdout 0 --out hardware/profiles/h100_sxm.yaml
+	./$(BUILD)/moesim calibrate fit data/kernels/gemm.csv --base dgx-b200 --holdout 0 --out hardware/profiles/b200_sxm.yaml
+	ninja -C $(BUILD)
 
 # Every notebook executed headless: executed copies in results/notebooks/, PNGs in results/plots/.
 # Each runs moesim for data it lacks under results/. MOESIM_NOTEBOOK_QUICK=1 shrinks the grids

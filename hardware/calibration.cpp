@@ -29,6 +29,16 @@ const EfficiencyCurve* HardwareCalibration::gemm_curve(DType dt, std::int64_t n,
   return it == gemm.end() ? nullptr : &it->second;
 }
 
+const GemmKernelFit* HardwareCalibration::gemm_fit(const std::string& engine, GemmFamily family) const {
+  const GemmKernelFit* any = nullptr;
+  for (const GemmKernelFit& f : gemm_fits) {
+    if (f.family != family) continue;
+    if (f.engine == engine) return &f;
+    if (!any) any = &f;
+  }
+  return any;
+}
+
 const CollectiveCalibration* HardwareCalibration::collective(const std::string& op, CollectiveScope scope,
                                                              int gpus) const {
   const auto it = collectives.find({op, scope});
@@ -117,6 +127,11 @@ YAML::Node HardwareCalibration::to_yaml() const {
     links_node[kind] = e;
   }
   out["links"] = links_node;
+  if (!gemm_fits.empty()) {
+    YAML::Node fits(YAML::NodeType::Sequence);
+    for (const GemmKernelFit& f : gemm_fits) fits.push_back(f.to_yaml());
+    out["gemm_fits"] = fits;
+  }
   return out;
 }
 
@@ -160,6 +175,16 @@ HardwareCalibration HardwareCalibration::from_yaml(const YAML::Node& node) {
       h.links[kv.first.as<std::string>()] = LinkFit{kv.second["latency_us"].as<double>(),
                                                     kv.second["bandwidth_GBps"].as<double>()};
   }
+  if (const auto fits = node["gemm_fits"]) {
+    if (!fits.IsSequence()) throw std::runtime_error("gemm_fits: expected a list");
+    for (std::size_t i = 0; i < fits.size(); ++i) {
+      try {
+        h.gemm_fits.push_back(GemmKernelFit::from_yaml(fits[i]));
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("gemm_fits[" + std::to_string(i) + "]: " + e.what());
+      }
+    }
+  }
   return h;
 }
 
@@ -186,6 +211,9 @@ std::string implausible(const HardwareCalibration& h) {
       if (!std::isfinite(cal.launch_us) || cal.launch_us < 0.0) return key.first + ": launch_us must be >= 0 and finite";
       if (!curve_ok(cal.efficiency)) return key.first + ": an efficiency outside (0, 2] or not finite";
     }
+  for (std::size_t i = 0; i < h.gemm_fits.size(); ++i)
+    if (const std::string why = h.gemm_fits[i].implausible(); !why.empty())
+      return "gemm_fits[" + std::to_string(i) + "]: " + why;
   for (const auto& [name, link] : h.links) {
     if (!std::isfinite(link.latency_us) || link.latency_us < 0.0) return "link " + name + ": latency_us must be >= 0";
     if (!std::isfinite(link.bandwidth_GBps) || link.bandwidth_GBps <= 0.0)

@@ -11,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "hardware/gemm_kernel_fit.hpp"
 #include "sim/work.hpp"
 
 namespace moesim {
@@ -55,6 +56,14 @@ struct HardwareCalibration {
   /// Per (collective name, scope), per GPU count.
   std::map<std::pair<std::string, CollectiveScope>, std::map<int, CollectiveCalibration>> collectives;
   std::map<std::string, LinkFit> links;  ///< "h2d_pinned", "d2h_pinned", "p2p", ...
+  /// GEMM kernel fits per (engine, family) from kernel tables (gemm_kernel_fit.hpp). Where a
+  /// shape has a measured curve in `gemm`, the curve wins.
+  std::vector<GemmKernelFit> gemm_fits;
+
+  /// The fit of `engine`'s kernels for `family`; when that engine has none, the first engine's
+  /// that has (an engine's GEMMs are the same cuBLAS/CUTLASS/DeepGEMM kernels as another's more
+  /// often than not, and far closer than the datasheet); nullptr when no engine has one.
+  const GemmKernelFit* gemm_fit(const std::string& engine, GemmFamily family) const;
 
   /// The curve for (dtype, n, k), or nullptr.
   const EfficiencyCurve* gemm_curve(DType dt, std::int64_t n, std::int64_t k) const;

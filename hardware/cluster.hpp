@@ -75,7 +75,12 @@ struct ClusterSpec {
   /// the assumption of MoE-GPS §2 and §5 that compute is saturated).
   std::string compute_model = "roofline";
   /// Measured efficiencies replacing the defaults where they have data (null: uncalibrated).
+  /// Scenarios and `moesim cost` attach the built-in kernel profile of the GPU's architecture by
+  /// default (hardware/builtin_calibration.hpp); presets themselves carry none.
   std::shared_ptr<const HardwareCalibration> calibration;
+  /// Whose kernels the calibration's GEMM fits are read for: the serving engine ("trtllm",
+  /// "sglang", "vllm"); TensorRT-LLM's for scenarios that name no such engine.
+  std::string kernel_engine = "trtllm";
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };

@@ -31,6 +31,54 @@ ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff,
     if (calibration_->gemm_peak) eff_.gemm_peak = *calibration_->gemm_peak;
     if (calibration_->memory_efficiency) eff_.memory = *calibration_->memory_efficiency;
   }
+  select_kernels("trtllm");
+}
+
+void ComputeCostModel::select_kernels(const std::string& engine) {
+  kernel_engine_ = engine;
+  for (int f = 0; f < kNumGemmFamilies; ++f)
+    fits_[static_cast<std::size_t>(f)] =
+        calibration_ && !engine.empty() ? calibration_->gemm_fit(engine, static_cast<GemmFamily>(f)) : nullptr;
+  memo_ = GemmPriceMemo();  // prices of the previous kernels are stale
+}
+
+const GemmKernelFit* ComputeCostModel::gemm_fit(DType dt) const {
+  GemmFamily f;
+  return default_gemm_family(dt, f) ? fits_[static_cast<std::size_t>(f)] : nullptr;
+}
+
+GemmTerms ComputeCostModel::gemm_terms(const Op& op) const {
+  GemmTerms t;
+  t.flops = op.flops;
+  t.bytes = op.bytes;
+  std::int64_t rows = op.m;
+  GemmEfficiencyParts parts;
+  if (op.kind == OpKind::kGroupedGemm) {
+    // The grouped launch's roofline compute time at peak η_c gives its shape use: the groups'
+    // padded tiles and the waves they share.
+    const double padded = grouped_gemm_seconds(op, &parts);
+    t.shape_use = padded > 0.0 ? op.flops / (peak(op.dtype) * eff_.gemm_peak * padded) : 1.0;
+    rows = 0;
+    std::int64_t groups = 0;
+    for (auto m : op.group_m)
+      if (m > 0) rows += m, ++groups;
+    // The residual is read at the mean group's rows: each group is a GEMM of about that size.
+    t.log_m = std::log(std::max(1.0, static_cast<double>(rows) / static_cast<double>(std::max<std::int64_t>(1, groups))));
+  } else {
+    parts = gemm_efficiency_parts(op.m, op.n, op.k, std::max<std::int64_t>(1, op.batch), op.dtype);
+    t.shape_use = parts.efficiency / eff_.gemm_peak;
+    t.log_m = std::log(static_cast<double>(std::max<std::int64_t>(1, op.m)));
+    rows = op.m * std::max<std::int64_t>(1, op.batch);
+  }
+  t.active_sms = static_cast<double>(std::min<std::int64_t>(parts.tiles * parts.split_k, std::max(1, gpu_.sm_count)));
+  t.quant_bytes = 3.0 * static_cast<double>(rows) * static_cast<double>(op.k);
+  t.log_n = std::log(static_cast<double>(std::max<std::int64_t>(1, op.n)));
+  t.log_k = std::log(static_cast<double>(std::max<std::int64_t>(1, op.k)));
+  return t;
+}
+
+double ComputeCostModel::fitted_seconds(const GemmKernelFit& fit, const Op& op, bool physics_only) const {
+  return fit.seconds(gemm_terms(op), peak(gemm_family_dtype(fit.family)), gpu_.hbm_bandwidth_Bps, physics_only);
 }
 
 Registry<ComputeModelInfo>& compute_models() {
@@ -52,6 +100,7 @@ ComputeCostModel ComputeCostModel::for_cluster(const ClusterSpec& spec) {
   ComputeEfficiency eff;
   compute_models().get(spec.compute_model).value.apply(eff);
   ComputeCostModel model(spec.gpu, eff, spec.calibration);
+  model.select_kernels(spec.kernel_engine);
   // A profile's measured host speed replaces the preset's.
   const bool measured = spec.calibration && spec.calibration->host_speed;
   model.host_ = HostCostModel(measured ? *spec.calibration->host_speed : spec.host_speed);
@@ -177,6 +226,14 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm: {
       const bool measured = calibration_ && calibration_->gemm_curve(op.dtype, op.n, op.k);
+      if (!measured)
+        if (const GemmKernelFit* fit = gemm_fit(op.dtype)) {
+          const std::int64_t batch = std::max<std::int64_t>(1, op.batch);
+          if (const double* s = memo_.gemm_seconds(op.m, op.n, op.k, batch, op.dtype)) return *s;
+          const double s = fitted_seconds(*fit, op);
+          memo_.set_gemm_seconds(op.m, op.n, op.k, batch, op.dtype, s);
+          return s;
+        }
       // A batched GEMM is one launch: its batches' tiles share the waves.
       compute_s = gemm_compute_seconds(op.m, op.n, op.k, op.dtype, std::max<std::int64_t>(1, op.batch));
       if (measured) return compute_s;
@@ -186,6 +243,8 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
       // One kernel over all groups (an expert FFN's grouped GEMM): each group's rows are padded to
       // its own tiles, and all groups' tiles share the waves over the SMs.
       const bool measured = calibration_ && calibration_->gemm_curve(op.dtype, op.n, op.k);
+      if (!measured)
+        if (const GemmKernelFit* fit = gemm_fit(op.dtype)) return fitted_seconds(*fit, op);
       if (measured) {
         for (auto m : op.group_m)
           if (m > 0) compute_s += gemm_compute_seconds(m, op.n, op.k, op.dtype, 1);
@@ -206,7 +265,7 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
   return std::max(compute_s, mem_s);
 }
 
-double ComputeCostModel::grouped_gemm_seconds(const Op& op) const {
+double ComputeCostModel::grouped_gemm_seconds(const Op& op, GemmEfficiencyParts* tiles_out) const {
   // A group's term depends only on its m for the op's (n, k, dtype): worked out once per run
   // (the same expression, so the same bits, as pricing it afresh).
   std::vector<GemmPriceMemo::GroupTerm>& terms = memo_.group_terms(op.n, op.k, op.dtype);
@@ -233,6 +292,7 @@ double ComputeCostModel::grouped_gemm_seconds(const Op& op) const {
   GemmEfficiencyParts all;
   all.tile_k = tile_k_of(op.dtype);
   quantise_waves(tiles, op.k, all);
+  if (tiles_out) *tiles_out = all;
   return padded_seconds / all.wave_use;
 }
 

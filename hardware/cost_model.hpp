@@ -2,7 +2,9 @@
 // Compute cost: a roofline per op, t = max(flops / (peak · η_c(shape)), bytes / (hbm_bw · η_m))
 // plus the kernel launch. η comes from datasheet-level default curves; a calibration profile
 // (measured efficiency tables) replaces them where it has data.
+#include <array>
 #include <cstdint>
+#include <string>
 #include <functional>
 #include <memory>
 #include <span>
@@ -128,6 +130,18 @@ class ComputeCostModel {
   /// one tile per SM at a time; below one wave, split-K over k fills the idle SMs. Fills the
   /// tiles, split_k, waves and wave_use of `p`.
   void quantise_waves(std::int64_t tiles, std::int64_t k, GemmEfficiencyParts& p) const;
+  /// The fitted kernels of `engine` ("trtllm", "sglang", "vllm") price GEMMs from now on, where
+  /// the calibration has fits (HardwareCalibration::gemm_fit); "" or no fits: the roofline.
+  void select_kernels(const std::string& engine);
+  /// The fit pricing a GEMM of compute dtype `dt`, or nullptr (roofline, or a measured curve).
+  const GemmKernelFit* gemm_fit(DType dt) const;
+  const GemmKernelFit* gemm_fit(GemmFamily f) const { return fits_[static_cast<int>(f)]; }
+  /// The shape terms a kernel fit reads, for `op` (a GEMM or grouped GEMM).
+  GemmTerms gemm_terms(const Op& op) const;
+  /// Seconds of `op` by `fit` at this GPU's peak for the fit's family and its bandwidth.
+  double fitted_seconds(const GemmKernelFit& fit, const Op& op, bool physics_only = false) const;
+  /// The engine whose kernels price GEMMs ("" = none selected).
+  const std::string& kernel_engine() const { return kernel_engine_; }
   /// The measured efficiency curve the profile has for (dtype, n, k), if any.
   const EfficiencyCurve* measured_gemm_curve(DType dt, std::int64_t n, std::int64_t k) const {
     return calibration_ ? calibration_->gemm_curve(dt, n, k) : nullptr;
@@ -146,8 +160,11 @@ class ComputeCostModel {
   double gemm_compute_seconds(std::int64_t m, std::int64_t n, std::int64_t k, DType dt, std::int64_t batch) const;
   /// The uncalibrated grouped-GEMM price: each group at its tile and k-loop efficiency, all
   /// groups' tiles sharing the waves.
-  double grouped_gemm_seconds(const Op& op) const;
+  /// `tiles_out`, when given, receives the launch's tiles and split-K (for gemm_terms).
+  double grouped_gemm_seconds(const Op& op, GemmEfficiencyParts* tiles_out = nullptr) const;
   GpuSpec gpu_;
+  std::string kernel_engine_;
+  std::array<const GemmKernelFit*, kNumGemmFamilies> fits_{};
   ComputeEfficiency eff_;
   HostCostModel host_;
   std::shared_ptr<const HardwareCalibration> calibration_;

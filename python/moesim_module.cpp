@@ -208,8 +208,8 @@ PYBIND11_MODULE(_moesim, m) {
   m.def("validate", &validate, py::arg("text"), py::arg("file"), py::arg("base_dir"), py::arg("sets"));
   m.def("list", &list_registry, py::arg("kind"));
   m.def("cost_gemm", [](const std::string& gpu, long long mm, long long n, long long k, const std::string& dtype,
-                        const std::string& calibration, bool explain) {
-    return cost_json([&] { return gemm_cost(gpu, mm, n, k, dtype, calibration, explain); });
+                        const std::string& calibration, bool explain, const std::string& engine) {
+    return cost_json([&] { return gemm_cost(gpu, mm, n, k, dtype, calibration, explain, engine); });
   });
   m.def("cost_collective", [](const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
                               const std::string& calibration, const std::string& network_model, bool explain) {

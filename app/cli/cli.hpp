@@ -32,12 +32,14 @@ int cli_list(const char* what);
 /// `moesim list --markdown` (the whole reference; `what` must be empty) and `moesim schema`.
 int cli_list_markdown(const char* what);
 int cli_schema();
+/// `calibration`: "builtin" or "" (the GPU architecture's kernel fits), "none", or a profile path;
+/// `engine`: whose kernels the fits are read for.
 int cli_cost_gemm(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
-                  const std::string& calibration, bool json, bool explain = false);
+                  const std::string& calibration, bool json, bool explain = false, const std::string& engine = "trtllm");
 /// The cost queries behind `moesim cost gemm|allreduce|allgather|alltoall|sendrecv --json` (and
 /// moesim.cost in Python): what the CLI prints with --json, as JSON; InputError on bad arguments.
 nlohmann::json gemm_cost(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
-                         const std::string& calibration, bool explain);
+                         const std::string& calibration, bool explain, const std::string& engine = "trtllm");
 nlohmann::json collective_cost(const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
                                const std::string& calibration, const std::string& network_model, bool explain);
 /// `network_model` names the backend timing the collective's flows ("flow" or "analytic"); `nodes`
@@ -45,8 +47,10 @@ nlohmann::json collective_cost(const std::string& kind, const std::string& hardw
 int cli_cost_collective(const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
                         const std::string& calibration, const std::string& network_model, bool json,
                         bool explain = false);
+/// Kernel tables among `files` (gemm.csv, ...) are fitted to kernel fits; `kernel_report`, when not
+/// empty, receives the fits' held-out scores as JSON.
 int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& base, const std::string& out,
-                      double holdout);
+                      double holdout, const std::string& kernel_report = "");
 int cli_calibrate_report(const std::string& profile, const std::vector<std::string>& files, bool json);
 /// A hardware preset with a profile applied (none when `profile_path` is empty).
 ClusterSpec calibrated_preset(const std::string& preset, const std::string& profile_path);
@@ -140,7 +144,7 @@ class CostCommand {
   CLI::App* gemm_ = nullptr;
   std::vector<CLI::App*> collectives_;
   std::unique_ptr<DeepEpCostCommand> deepep_;
-  std::string gpu_, dtype_ = "bf16", hardware_, calibration_, network_model_ = "flow";
+  std::string gpu_, dtype_ = "bf16", hardware_, calibration_, network_model_ = "flow", engine_ = "trtllm";
   long long m_ = 0, n_ = 0, k_ = 0;
   int gpus_ = 0, nodes_ = 0;
   double bytes_ = 0;
@@ -158,7 +162,7 @@ class CalibrateCommand {
   CLI::App* fit_ = nullptr;
   CLI::App* report_ = nullptr;
   std::vector<std::string> measurements_;
-  std::string base_, profile_out_, profile_in_;
+  std::string base_, profile_out_, profile_in_, kernel_report_;
   double holdout_ = 0.2;
   bool json_ = false;
 };

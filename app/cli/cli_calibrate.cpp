@@ -5,12 +5,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "app/cli/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include "calibrate/kernel_tables.hpp"
 #include "calibrate/profile.hpp"
 #include "calibrate/report.hpp"
+#include "hardware/builtin_calibration.hpp"
 #include "hardware/cluster.hpp"
 
 namespace moesim {
@@ -77,15 +80,73 @@ calibration::Measurements load_all(const std::vector<std::string>& files, const 
 
 ClusterSpec calibrated_preset(const std::string& preset, const std::string& profile_path) {
   ClusterSpec spec = cluster_presets().get(preset, SourceLocation{"--base", 0, 0}).value;
-  if (!profile_path.empty()) apply_calibration(spec, load_calibration(profile_path));
+  apply_calibration_choice(spec, profile_path);
   return spec;
 }
 
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  if (in) buffer << in.rdbuf();
+  if (!in || in.bad()) throw InputError(SourceLocation{path, 0, 0}, "cannot read measurement file");
+  return buffer.str();
+}
+
+/// The kernel tables among `files` fitted into `profile` (the rest returned for the other fits).
+std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files, const ClusterSpec& spec,
+                                           double holdout, HardwareCalibration& profile, nlohmann::json& report) {
+  std::vector<std::string> rest;
+  std::vector<calibration::GemmTableRow> gemm;
+  for (const auto& f : files) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec)) {
+      rest.push_back(f);
+      continue;
+    }
+    const std::string text = read_text(f);
+    const auto kind = calibration::kernel_table_kind(text);
+    if (!kind) {
+      rest.push_back(f);
+    } else if (*kind == "gemm") {
+      auto rows = calibration::read_gemm_table(text, f);
+      gemm.insert(gemm.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+    } else {
+      std::cerr << Diagnostic{SourceLocation{f, 0, 0}, "skipped: a " + *kind + " kernel table, which moesim does not fit yet (only gemm)", true}.to_string() << "\n";
+    }
+  }
+  if (gemm.empty()) return rest;
+  const std::string system = calibration::kernel_table_system(spec.gpu);
+  if (system.empty())
+    throw InputError(SourceLocation{"--base", 0, 0}, spec.gpu.name + " is measured in no kernel table (they hold h100_sxm and b200_sxm)");
+  std::vector<calibration::GemmFitScore> scores;
+  profile.gemm_fits = calibration::fit_gemm_tables(gemm, system, spec.gpu, holdout > 0.0, &scores);
+  if (profile.gemm_fits.empty())
+    throw InputError(SourceLocation{files.front(), 0, 0}, "the kernel tables hold no " + system + " rows to fit");
+  report = {{"system", system}, {"gpu", spec.gpu.name}, {"holdout", holdout > 0.0}, {"gemm", nlohmann::json::array()}};
+  for (const auto& s : scores) report["gemm"].push_back(calibration::score_json(s));
+  return rest;
+}
+
+}  // namespace
+
 int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& base, const std::string& out,
-                      double holdout) {
-  const ClusterSpec spec = calibrated_preset(base, "");
-  const calibration::Measurements m = load_all(files, spec);
-  const HardwareCalibration profile = calibration::fit_profile(m, spec, base, holdout);
+                      double holdout, const std::string& kernel_report) {
+  const ClusterSpec spec = calibrated_preset(base, "none");
+  HardwareCalibration kernels;
+  nlohmann::json report;
+  const std::vector<std::string> others = fit_kernel_tables(files, spec, holdout, kernels, report);
+  // Kernel tables alone make a profile of kernel fits; other files add the measured curves.
+  const calibration::Measurements m = others.empty() ? calibration::Measurements{} : load_all(others, spec);
+  HardwareCalibration profile = others.empty() ? HardwareCalibration{} : calibration::fit_profile(m, spec, base, holdout);
+  if (others.empty()) profile.base = base, profile.device = spec.gpu.name, profile.holdout = holdout;
+  profile.gemm_fits = std::move(kernels.gemm_fits);
+  if (!kernel_report.empty()) {
+    std::ofstream r(kernel_report);
+    if (!r) throw InputError(SourceLocation{kernel_report, 0, 0}, "cannot write the kernel report");
+    r << report.dump(2) << "\n";
+  }
   YAML::Emitter em;
   em << profile.to_yaml();
   const std::string tmp = out + ".tmp";
@@ -102,7 +163,7 @@ int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& 
   }
   std::size_t collectives = 0;
   for (const auto& [_, by_gpus] : profile.collectives) collectives += by_gpus.size();
-  std::cout << "fitted " << profile.gemm.size() << " GEMM shapes, " << collectives << " collective curves, "
+  std::cout << "fitted " << profile.gemm_fits.size() << " GEMM kernel families, " << profile.gemm.size() << " GEMM shapes, " << collectives << " collective curves, "
             << profile.links.size() << " host links from " << m.gemm.size() << " GEMM, " << m.collectives.size()
             << " collective and " << m.memcpy.size() << " memcpy samples (held out " << holdout * 100
             << "%)\nwrote " << out << "\n";
@@ -131,8 +192,11 @@ CalibrateCommand::CalibrateCommand(CLI::App& app) {
       ->required();
   fit_->add_option("--base", base_, "hardware preset the measurements were taken on")->required();
   fit_->add_option("--out", profile_out_, "profile to write (YAML)")->required();
-  fit_->add_option("--holdout", holdout_, "fraction of samples kept out of the fit for `report`")
+  fit_->add_option("--holdout", holdout_,
+                   "fraction of samples kept out of the fit for `report` (kernel tables: any value > 0 holds out "
+                   "by their fixed rule, 0 fits every row)")
       ->check(finite_number)->check(CLI::Range(0.0, 0.5));
+  fit_->add_option("--kernel-report", kernel_report_, "write the kernel fits' held-out errors here (JSON)");
   report_ = calibrate->add_subcommand("report", "error of the profile and of its base preset per op class");
   report_->add_option("profile", profile_in_, "profile from `moesim calibrate fit`")->required();
   report_->add_option("measurements", measurements_, "measurement files")->required();
@@ -142,7 +206,7 @@ CalibrateCommand::CalibrateCommand(CLI::App& app) {
 bool CalibrateCommand::parsed() const { return fit_->parsed() || report_->parsed(); }
 
 int CalibrateCommand::run() const {
-  if (fit_->parsed()) return cli_calibrate_fit(measurements_, base_, profile_out_, holdout_);
+  if (fit_->parsed()) return cli_calibrate_fit(measurements_, base_, profile_out_, holdout_, kernel_report_);
   return cli_calibrate_report(profile_in_, measurements_, json_);
 }
 

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/cli/cli.hpp"
+#include "hardware/builtin_calibration.hpp"
 #include "hardware/collective_explain.hpp"
 #include "hardware/collectives.hpp"
 #include "hardware/cost_model.hpp"
@@ -78,6 +79,49 @@ void print_gemm_explanation(const nlohmann::json& e) {
             << e["memory_efficiency"].get<double>() << " of HBM bandwidth)\n"
             << "  bound       " << e["bound"].get<std::string>() << "\n"
             << "  launch      " << e["launch_us"].get<double>() << " us\n";
+}
+
+// What priced a GEMM by a kernel fit: the fit's parameters, its physics and its residual.
+nlohmann::json explain_fitted_gemm(const ComputeCostModel& model, const GemmKernelFit& fit, const Op& op,
+                                   const GpuSpec& gpu) {
+  const GemmTerms t = model.gemm_terms(op);
+  const double physics = model.fitted_seconds(fit, op, true);
+  const double total = model.fitted_seconds(fit, op);
+  return {{"source", "fit"},
+          {"model", "overhead + (compute^p + memory^p)^(1/p) [+ activation quantisation], x residual"},
+          {"engine", fit.engine},
+          {"family", gemm_family_name(fit.family)},
+          {"kernel_source", fit.kernel_source},
+          {"fitted_on", fit.system},
+          {"transferred", gpu.name != measured_gpu_preset(fit.system)},
+          {"compute_efficiency", fit.compute_efficiency},
+          {"memory_efficiency", fit.memory_efficiency},
+          {"sm_bandwidth_GBps", fit.sm_bandwidth_GBps},
+          {"overhead_us", fit.overhead_us},
+          {"blend", fit.blend},
+          {"quantises_activation", fit.quantises_activation},
+          {"shape_use", t.shape_use},
+          {"active_sms", t.active_sms},
+          {"physics_us", physics * 1e6},
+          {"residual_factor", physics > 0 ? total / physics : 1.0},
+          {"fitted_rows", fit.fitted_rows},
+          {"fitted_median_error_pct", fit.fitted_median_error}};
+}
+
+void print_fitted_gemm_explanation(const nlohmann::json& e) {
+  std::cout << "  priced by   the " << e["engine"].get<std::string>() << " " << e["family"].get<std::string>()
+            << " kernel fit (" << e["kernel_source"].get<std::string>() << ", fitted on "
+            << e["fitted_on"].get<std::string>() << (e["transferred"].get<bool>() ? ", transferred to this GPU" : "")
+            << "; " << e["fitted_rows"] << " rows, median error " << e["fitted_median_error_pct"].get<double>() << "%)\n"
+            << "  model       " << e["model"].get<std::string>() << "\n"
+            << "  parameters  compute " << e["compute_efficiency"].get<double>() << " of peak, memory "
+            << e["memory_efficiency"].get<double>() << " of HBM, " << e["sm_bandwidth_GBps"].get<double>()
+            << " GB/s per SM, overhead " << e["overhead_us"].get<double>() << " us, p " << e["blend"].get<double>()
+            << (e["quantises_activation"].get<bool>() ? ", activation quantised in the timed kernel" : "") << "\n"
+            << "  shape       " << e["shape_use"].get<double>() << " tile/wave use, " << e["active_sms"].get<double>()
+            << " SMs busy\n"
+            << "  physics     " << e["physics_us"].get<double>() << " us, x " << e["residual_factor"].get<double>()
+            << " from the measured shapes around this one\n";
 }
 
 nlohmann::json explanation_json(const CollectiveExplanation& e) {
@@ -169,17 +213,23 @@ void print_collective_explanation(const CollectiveExplanation& e) {
 }  // namespace
 
 nlohmann::json gemm_cost(const std::string& gpu_name, long long m, long long n, long long k, const std::string& dtype_str,
-                         const std::string& calibration, bool explain) {
+                         const std::string& calibration, bool explain, const std::string& engine) {
   // The CLI checks these as it parses; the Python module reaches here directly.
   for (const auto& [name, v] : {std::pair<const char*, long long>{"m", m}, {"n", n}, {"k", k}})
-    if (v < 1) throw InputError(SourceLocation{std::string("--") + name, 0, 0}, "must be a positive whole number, got " + std::to_string(v));
+    if (v < 1 || v > (1LL << 31))
+      throw InputError(SourceLocation{std::string("--") + name, 0, 0},
+                       "must be a whole number in [1, 2^31], got " + std::to_string(v));
+  // fp8-block names a kernel family (128-block scales), not a dtype: it runs at the fp8 peak.
+  const bool block = dtype_str == "fp8-block";
   DType dt;
-  if (dtype_str != "fp32" && dtype_str != "fp16" && dtype_str != "bf16" && dtype_str != "fp8")
-    throw InputError(SourceLocation{"--dtype", 0, 0}, "dtype '" + dtype_str + "' is not one of fp32, fp16, bf16, fp8");
-  parse_dtype(dtype_str, dt);
+  if (dtype_str != "fp32" && dtype_str != "fp16" && dtype_str != "bf16" && dtype_str != "fp8" && !block &&
+      dtype_str != "nvfp4")
+    throw InputError(SourceLocation{"--dtype", 0, 0},
+                     "dtype '" + dtype_str + "' is not one of fp32, fp16, bf16, fp8, fp8-block, nvfp4");
+  parse_dtype(block ? "fp8" : dtype_str, dt);
+  if (engine != "trtllm" && engine != "sglang" && engine != "vllm")
+    throw InputError(SourceLocation{"--engine", 0, 0}, "engine '" + engine + "' is not one of trtllm, sglang, vllm");
   GpuSpec gpu;
-  std::shared_ptr<const HardwareCalibration> profile;
-  if (!calibration.empty()) profile = std::make_shared<const HardwareCalibration>(load_calibration(calibration));
   if (const auto* g = gpu_presets().find(gpu_name)) {
     gpu = g->value;
   } else if (const auto* c = cluster_presets().find(gpu_name)) {
@@ -193,29 +243,42 @@ nlohmann::json gemm_cost(const std::string& gpu_name, long long m, long long n, 
     throw InputError(SourceLocation{"--dtype", 0, 0}, gpu.name + " has no " + dtype_name(dt) +
                                                           " tensor cores (its " + dtype_name(dt) +
                                                           " peak is 0): choose a dtype it supports");
-  const ComputeCostModel model(gpu, ComputeEfficiency{}, profile);
+  ClusterSpec spec;
+  spec.gpu = gpu;
+  apply_calibration_choice(spec, calibration);
+  ComputeCostModel model(gpu, ComputeEfficiency{}, spec.calibration);
+  model.select_kernels(engine);
   const Op op = make_gemm("gemm", m, n, k, dt);
-  const double kernel_us = model.kernel_seconds(op) * 1e6;
-  const double total_us = ticks_to_us(model.op_time(op));
+  const GemmKernelFit* fit = nullptr;
+  if (!model.measured_gemm_curve(dt, n, k)) fit = block ? model.gemm_fit(GemmFamily::kFp8Block) : model.gemm_fit(dt);
+  const double kernel_us = (fit ? model.fitted_seconds(*fit, op) : model.kernel_seconds(op)) * 1e6;
+  const double total_us = kernel_us + gpu.kernel_launch_us;
   const double tflops = op.flops / (kernel_us * 1e-6) / 1e12;
-  nlohmann::json j{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", dtype_name(dt)}, {"m", m}, {"n", n}, {"k", k},
-                   {"calibrated", profile != nullptr},
+  const std::string priced_by = fit ? "fit" : model.measured_gemm_curve(dt, n, k) ? "measured" : "datasheet";
+  const std::string cal_name = calibration.empty() ? "builtin" : calibration;
+  nlohmann::json j{{"op", "gemm"}, {"gpu", gpu.name}, {"dtype", block ? std::string("fp8-block") : std::string(dtype_name(dt))},
+                   {"m", m}, {"n", n}, {"k", k}, {"engine", engine},
+                   {"calibration", spec.calibration ? cal_name : std::string("none")},
+                   {"calibrated", spec.calibration != nullptr}, {"priced_by", priced_by},
                    {"kernel_us", kernel_us}, {"time_us", total_us}, {"launch_us", gpu.kernel_launch_us},
-                   {"tflops", tflops}, {"efficiency", model.gemm_efficiency_parts(m, n, k, 1, dt).efficiency}};
-  if (explain) j["explain"] = explain_gemm(model, op);
+                   {"tflops", tflops}, {"efficiency", op.flops / (kernel_us * 1e-6) / model.gpu().peak(dt)}};
+  if (explain) j["explain"] = fit ? explain_fitted_gemm(model, *fit, op, gpu) : explain_gemm(model, op);
   return j;
 }
 
 int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long long k, const std::string& dtype_str,
-                  const std::string& calibration, bool json, bool explain) {
-  const nlohmann::json j = gemm_cost(gpu_name, m, n, k, dtype_str, calibration, explain);
+                  const std::string& calibration, bool json, bool explain, const std::string& engine) {
+  const nlohmann::json j = gemm_cost(gpu_name, m, n, k, dtype_str, calibration, explain, engine);
   if (json) {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "gemm m=" << m << " n=" << n << " k=" << k << " " << j["dtype"].get<std::string>() << " on "
               << j["gpu"].get<std::string>() << ": " << j["kernel_us"].get<double>() << " us kernel ("
               << j["tflops"].get<double>() << " TFLOP/s), " << j["time_us"].get<double>() << " us with launch\n";
-    if (explain) print_gemm_explanation(j["explain"]);
+    if (explain) {
+      if (j["priced_by"] == "fit") print_fitted_gemm_explanation(j["explain"]);
+      else print_gemm_explanation(j["explain"]);
+    }
   }
   return 0;
 }
@@ -286,12 +349,17 @@ CostCommand::CostCommand(CLI::App& app) {
   cost_ = app.add_subcommand("cost", "print what the cost model predicts for one operation");
   cost_->require_subcommand(1);
   gemm_ = cost_->add_subcommand("gemm", "time of C[m,n] = A[m,k]·B[k,n] on one GPU");
-  gemm_->add_option("--calibration", calibration_, "hardware profile from `moesim calibrate fit`");
+  gemm_->add_option("--calibration", calibration_,
+                    "builtin (default: the GPU architecture's measured kernels), none (datasheet roofline), or a "
+                    "profile from `moesim calibrate fit`");
+  gemm_->add_option("--engine", engine_, "whose kernels: trtllm (default) | sglang | vllm")
+      ->check(CLI::IsMember({"trtllm", "sglang", "vllm"}));
   gemm_->add_option("--gpu", gpu_, "GPU preset, or a hardware preset meaning its GPU")->required();
   gemm_->add_option("--m", m_, "rows")->required()->check(CLI::PositiveNumber);
   gemm_->add_option("--n", n_, "columns")->required()->check(CLI::PositiveNumber);
   gemm_->add_option("--k", k_, "inner dimension")->required()->check(CLI::PositiveNumber);
-  gemm_->add_option("--dtype", dtype_, "fp32 | fp16 | bf16 | fp8")->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
+  gemm_->add_option("--dtype", dtype_, "fp32 | fp16 | bf16 | fp8 (per-tensor scales) | fp8-block (128-block scales) | nvfp4")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8", "fp8-block", "nvfp4"}));
   gemm_->add_flag("--json", json_, "machine-readable output");
   gemm_->add_flag("--explain", explain_, "how the time arises: tiles, k loop, efficiency, compute vs memory bound");
   for (const char* name : {"allreduce", "allgather", "alltoall", "sendrecv"}) {
@@ -314,7 +382,7 @@ CostCommand::CostCommand(CLI::App& app) {
 bool CostCommand::parsed() const { return cost_->parsed(); }
 
 int CostCommand::run() const {
-  if (gemm_->parsed()) return cli_cost_gemm(gpu_, m_, n_, k_, dtype_, calibration_, json_, explain_);
+  if (gemm_->parsed()) return cli_cost_gemm(gpu_, m_, n_, k_, dtype_, calibration_, json_, explain_, engine_);
   if (deepep_->parsed()) return deepep_->run();
   for (auto* c : collectives_)
     if (c->parsed())

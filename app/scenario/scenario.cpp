@@ -403,6 +403,9 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   if (serving) {
     s.workload_kind = WorkloadKind::kServing;
     read_serving_sections(root, s, src, diags, cluster_ok, wl_res, serving_res, deployment_res);
+    // The kernels the engine runs price the GEMMs (hardware.calibration's fits per engine).
+    const std::string& engine = s.serving.engine.name;
+    if (engine == "trtllm" || engine == "sglang" || engine == "vllm") s.hardware.kernel_engine = engine;
   } else {
     read_prefill_workload(root, s, src, diags, cluster_ok, wl_res);
   }

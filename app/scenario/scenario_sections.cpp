@@ -7,6 +7,7 @@
 
 #include "app/scenario/scenario_keys.hpp"
 #include "core/json_input.hpp"
+#include "hardware/builtin_calibration.hpp"
 #include "hardware/cost_model.hpp"
 #include "models/hf_config.hpp"
 #include "sim/network_backend.hpp"
@@ -491,25 +492,32 @@ void check_cluster_fields(const ClusterSpec& c, const ParamSet& p, const YAML::N
   }
 }
 
-/// `hardware.calibration`: the profile applied to `c`, its absolute path in `resolved`.
+/// `hardware.calibration`: "builtin" (the default: the GPU architecture's measured kernels),
+/// "none" (the datasheet roofline) or a profile path, applied to `c`; `resolved` names what was
+/// applied (a path made absolute).
 void read_calibration(const YAML::Node& map, const std::string& base_dir, ClusterSpec& c, YAML::Node& resolved,
                       const SourceMap& src, Diagnostics& diags) {
-  if (!map || !map["calibration"] || map["calibration"].IsNull()) return;
-  const YAML::Node cal = map["calibration"];
-  if (!cal.IsScalar()) {
-    diags.error(src.locate(cal), "'calibration' must be the path of a profile from `moesim calibrate fit`");
-  } else {
-    const std::filesystem::path path =
-        std::filesystem::path(cal.Scalar()).is_absolute() ? std::filesystem::path(cal.Scalar())
-                                                          : std::filesystem::path(base_dir) / cal.Scalar();
-    try {
-      apply_calibration(c, load_calibration(path.string()));
-      // Absolute, so scenario.resolved.yaml re-runs from its results folder.
-      resolved["calibration"] = std::filesystem::absolute(path).lexically_normal().string();
-    } catch (const InputError& e) {
-      for (const auto& d : e.diagnostics())
-        diags.error(src.locate(cal), "calibration profile " + d.where.to_string() + ": " + d.message);
-    }
+  const bool given = map && map["calibration"] && !map["calibration"].IsNull();
+  const YAML::Node cal = given ? map["calibration"] : YAML::Node();
+  if (given && !cal.IsScalar()) {
+    diags.error(src.locate(cal), "'calibration' must be builtin, none or the path of a profile from `moesim calibrate fit`");
+    return;
+  }
+  const std::string choice = given ? cal.Scalar() : "builtin";
+  if (choice == "builtin" || choice == "none") {
+    apply_calibration_choice(c, choice);
+    resolved["calibration"] = choice == "builtin" && !c.calibration ? "none" : choice;
+    return;
+  }
+  const std::filesystem::path path =
+      std::filesystem::path(choice).is_absolute() ? std::filesystem::path(choice) : std::filesystem::path(base_dir) / choice;
+  try {
+    apply_calibration(c, load_calibration(path.string()));
+    // Absolute, so scenario.resolved.yaml re-runs from its results folder.
+    resolved["calibration"] = std::filesystem::absolute(path).lexically_normal().string();
+  } catch (const InputError& e) {
+    for (const auto& d : e.diagnostics())
+      diags.error(src.locate(cal), "calibration profile " + d.where.to_string() + ": " + d.message);
   }
 }
 

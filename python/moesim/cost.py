@@ -22,10 +22,13 @@ def _call(fn, *args):
         raise ScenarioError(str(e).splitlines()) from None
 
 
-def gemm(gpu, m, n, k, *, dtype="bf16", calibration=None, explain=False):
+def gemm(gpu, m, n, k, *, dtype="bf16", calibration=None, engine="trtllm", explain=False):
     """Time of C[m,n] = A[m,k]·B[k,n] on one GPU (`gpu`: a GPU preset, or a cluster preset
-    meaning its GPU): kernel_us, time_us (with launch), tflops, efficiency[, explain]."""
-    return _call(_moesim.cost_gemm, gpu, int(m), int(n), int(k), dtype, str(calibration or ""), bool(explain))
+    meaning its GPU): kernel_us, time_us (with launch), tflops, efficiency, priced_by[, explain].
+    `calibration`: None or "builtin" (the measured kernels of the GPU's architecture), "none"
+    (datasheet roofline) or a profile path; `engine`: whose kernels (trtllm, sglang, vllm)."""
+    return _call(_moesim.cost_gemm, gpu, int(m), int(n), int(k), dtype, str(calibration or ""), bool(explain),
+                 str(engine))
 
 
 def _collective(kind, hardware, gpus, bytes, nodes, network_model, calibration, explain):

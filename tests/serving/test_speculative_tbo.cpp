@@ -80,9 +80,11 @@ TEST(TwoBatchOverlap, NoCommunicationNoGain) {
 // Of the plain step's exposed communication, less than half stays exposed, and the step gains at
 // least half of min(communication, compute), although each half re-reads the expert weights.
 TEST(TwoBatchOverlap, HidesMostOfTheAllToAllWhenItIsAsLongAsTheCompute) {
+  // The datasheet roofline (calibration: none) is what makes this case's all-to-all as long as
+  // its compute; with the measured kernels the experts take ~1.4x longer and the balance moves.
   const auto run = [](bool tbo) {
     return serve("name: tbo\nseed: 3\nmodel: {preset: deepseek-v3, layers: 4, first_dense_layers: 1}\n"
-                 "hardware: {preset: dgx-h100, nodes: 2}\n"
+                 "hardware: {preset: dgx-h100, nodes: 2, calibration: none}\n"
                  "workload: {kind: serving, requests: 64, arrival: {process: closed, clients: 64}, prompt_tokens: 512, "
                  "output_tokens: 1, routing: {kind: uniform}}\n"
                  "serving: {max_batched_tokens: 16384, two_batch_overlap: " + std::string(tbo ? "true" : "false") + "}\n"
