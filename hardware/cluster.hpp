@@ -81,6 +81,8 @@ struct ClusterSpec {
   /// Whose kernels the calibration's GEMM fits are read for: the serving engine ("trtllm",
   /// "sglang", "vllm"); TensorRT-LLM's for scenarios that name no such engine.
   std::string kernel_engine = "trtllm";
+  /// FP8 GEMMs run the 128-block-scale kernels (the model's checkpoint says so: ModelSpec).
+  bool fp8_block_scales = false;
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };

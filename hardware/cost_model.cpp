@@ -34,8 +34,9 @@ ComputeCostModel::ComputeCostModel(GpuSpec gpu, ComputeEfficiency eff,
   select_kernels("trtllm");
 }
 
-void ComputeCostModel::select_kernels(const std::string& engine) {
+void ComputeCostModel::select_kernels(const std::string& engine, bool fp8_block) {
   kernel_engine_ = engine;
+  fp8_block_ = fp8_block;
   for (int f = 0; f < kNumGemmFamilies; ++f)
     fits_[static_cast<std::size_t>(f)] =
         calibration_ && !engine.empty() ? calibration_->gemm_fit(engine, static_cast<GemmFamily>(f)) : nullptr;
@@ -44,7 +45,9 @@ void ComputeCostModel::select_kernels(const std::string& engine) {
 
 const GemmKernelFit* ComputeCostModel::gemm_fit(DType dt) const {
   GemmFamily f;
-  return default_gemm_family(dt, f) ? fits_[static_cast<std::size_t>(f)] : nullptr;
+  if (!default_gemm_family(dt, f)) return nullptr;
+  if (f == GemmFamily::kFp8 && fp8_block_) f = GemmFamily::kFp8Block;
+  return fits_[static_cast<std::size_t>(f)];
 }
 
 GemmTerms ComputeCostModel::gemm_terms(const Op& op) const {
@@ -100,7 +103,7 @@ ComputeCostModel ComputeCostModel::for_cluster(const ClusterSpec& spec) {
   ComputeEfficiency eff;
   compute_models().get(spec.compute_model).value.apply(eff);
   ComputeCostModel model(spec.gpu, eff, spec.calibration);
-  model.select_kernels(spec.kernel_engine);
+  model.select_kernels(spec.kernel_engine, spec.fp8_block_scales);
   // A profile's measured host speed replaces the preset's.
   const bool measured = spec.calibration && spec.calibration->host_speed;
   model.host_ = HostCostModel(measured ? *spec.calibration->host_speed : spec.host_speed);

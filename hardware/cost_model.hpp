@@ -132,7 +132,8 @@ class ComputeCostModel {
   void quantise_waves(std::int64_t tiles, std::int64_t k, GemmEfficiencyParts& p) const;
   /// The fitted kernels of `engine` ("trtllm", "sglang", "vllm") price GEMMs from now on, where
   /// the calibration has fits (HardwareCalibration::gemm_fit); "" or no fits: the roofline.
-  void select_kernels(const std::string& engine);
+  /// With `fp8_block`, FP8 GEMMs are priced by the fp8-block family (DeepGEMM-class kernels).
+  void select_kernels(const std::string& engine, bool fp8_block = false);
   /// The fit pricing a GEMM of compute dtype `dt`, or nullptr (roofline, or a measured curve).
   const GemmKernelFit* gemm_fit(DType dt) const;
   const GemmKernelFit* gemm_fit(GemmFamily f) const { return fits_[static_cast<int>(f)]; }
@@ -164,6 +165,7 @@ class ComputeCostModel {
   double grouped_gemm_seconds(const Op& op, GemmEfficiencyParts* tiles_out = nullptr) const;
   GpuSpec gpu_;
   std::string kernel_engine_;
+  bool fp8_block_ = false;
   std::array<const GemmKernelFit*, kNumGemmFamilies> fits_{};
   ComputeEfficiency eff_;
   HostCostModel host_;

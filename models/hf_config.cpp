@@ -117,6 +117,7 @@ void read_dtype(FieldReader& top, FieldReader* inner, ModelSpec& m) {
     // DeepSeek-V3/R1, Kimi-K2: block-wise FP8 (128x128 weight blocks, dynamic activation scales)
     // for every linear layer: the model runs W8A8.
     m.dtype = DType::kFp8;
+    m.fp8_block_scales = q->contains("weight_block_size");
   } else if (method == "mxfp4") {
     // GPT-OSS: the experts' weights in MXFP4; attention, router, embeddings and LM head stay in
     // torch_dtype (modules_to_not_convert).

@@ -195,6 +195,7 @@ ModelSpec deepseek_v3() {
   m.shared_expert_ffn = 2048;
   m.attention = mla(128, 1536, 512);
   m.dtype = DType::kFp8;
+  m.fp8_block_scales = true;  // quantization_config fp8, weight_block_size [128, 128]
   m.vocab = 129280;
   m.max_context = 163840;
   m.mtp_layers = 1;  // num_nextn_predict_layers: the MTP module, not counted in the 671B

@@ -58,6 +58,9 @@ struct ModelSpec {
   /// KV-cache element type when it differs from the weights' (e.g. fp8 KV with bf16 weights, or
   /// TensorRT-LLM's FP8 recipes: fp8 weights and fp8 KV); empty: the weights' dtype.
   std::optional<DType> kv_dtype;
+  /// FP8 GEMMs with 128-block weight scales (DeepSeek-style checkpoints: quantization_config
+  /// fp8 with weight_block_size), which run DeepGEMM-class kernels, not per-tensor FP8 ones.
+  bool fp8_block_scales = false;
   DType kv_cache_dtype() const { return kv_dtype.value_or(dtype); }
   /// Routed experts' weight type when it differs from `dtype` (NVFP4 experts of
   /// nvidia/DeepSeek-R1-FP4, GPT-OSS's MXFP4 experts); empty: `dtype`.

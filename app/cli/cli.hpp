@@ -100,6 +100,31 @@ class PlanCommand {
   bool quiet_ = false;
 };
 
+/// The arguments of `moesim cost moe` (and moesim.cost.moe in Python).
+struct MoeCostArgs {
+  std::string gpu, dtype = "bf16", distribution = "balanced", engine = "trtllm", calibration;
+  long long tokens = 0, hidden = 0, inter = 0, top_k = 0, experts = 0, tp = 1, ep = 1;
+  bool explain = false;
+};
+/// One GPU's fused MoE layer; InputError on bad arguments (cli_cost_moe.cpp).
+nlohmann::json moe_cost(const MoeCostArgs& args);
+/// The token copies each local expert of the timed EP rank gets: balanced, or (alpha > 0) the
+/// kernel tables' power-law routing at its expected quantiles, the busiest rank.
+std::vector<std::int64_t> moe_local_loads(std::int64_t tokens, int top_k, int experts, int ep, double alpha);
+
+/// `moesim cost moe` (cli_cost_moe.cpp): registers itself under `cost` on construction.
+class MoeCostCommand {
+ public:
+  explicit MoeCostCommand(CLI::App& cost);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  MoeCostArgs args_;
+  bool json_ = false;
+};
+
 /// `moesim cost dispatch|combine` (cli_cost_deepep.cpp): DeepEP's kernels or NCCL's all-to-all for one
 /// expert-parallel call; registers its options under `cost` on construction.
 class DeepEpCostCommand {
@@ -144,6 +169,7 @@ class CostCommand {
   CLI::App* gemm_ = nullptr;
   std::vector<CLI::App*> collectives_;
   std::unique_ptr<DeepEpCostCommand> deepep_;
+  std::unique_ptr<MoeCostCommand> moe_;
   std::string gpu_, dtype_ = "bf16", hardware_, calibration_, network_model_ = "flow", engine_ = "trtllm";
   long long m_ = 0, n_ = 0, k_ = 0;
   int gpus_ = 0, nodes_ = 0;

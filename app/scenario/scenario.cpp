@@ -396,6 +396,7 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
   if (!root["hardware"]) diags.error(s.hardware_where, "missing required key 'hardware' (a preset name or a mapping)");
   else s.hardware = read_hardware_section(root["hardware"], src, diags, hw_res, base_dir);
   const bool cluster_ok = diags.items().size() == errors_before_hardware;
+  s.hardware.fp8_block_scales = s.model.fp8_block_scales;  // which FP8 kernels the GEMMs run
 
   const YAML::Node wl = root["workload"];
   const bool serving = wl && wl.IsMap() && wl["kind"] && wl["kind"].IsScalar() && wl["kind"].Scalar() == "serving";

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include "calibrate/kernel_tables.hpp"
@@ -15,6 +16,7 @@
 #include "hardware/builtin_calibration.hpp"
 #include "hardware/cluster.hpp"
 #include "hardware/cost_model.hpp"
+#include "models/model_spec.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace moesim::calibration {
@@ -219,6 +221,47 @@ TEST(KernelTables, CostGemmAnswersEveryFlag) {
   const auto bad = run_cli_captured({"cost", "gemm", "--gpu", "H100-SXM-80GB", "--m", "1", "--n", "1", "--k", "1",
                                      "--engine", "tgi"});
   EXPECT_EQ(bad.code, 2);
+}
+
+// The fused MoE layer's loads: token copies conserved, none past the token count, the timed rank
+// of a skewed routing the busiest (the kernel tables' collector times that rank).
+TEST(KernelTables, MoeLoadsFollowTheCollectorsRules) {
+  const auto sum = [](const std::vector<std::int64_t>& v) { return std::accumulate(v.begin(), v.end(), std::int64_t{0}); };
+  const auto balanced = moe_local_loads(1024, 8, 256, 8, 0.0);
+  EXPECT_EQ(balanced.size(), 32u);
+  EXPECT_EQ(sum(balanced), 1024 * 8 / 8);
+  for (double alpha : {0.6, 1.2}) {
+    const auto skewed = moe_local_loads(1024, 8, 256, 8, alpha);
+    EXPECT_EQ(skewed.size(), 32u);
+    EXPECT_GE(sum(skewed), sum(balanced)) << alpha;  // the busiest of 8 ranks has at least the mean
+    for (auto l : skewed) EXPECT_LE(l, 1024);
+    EXPECT_EQ(skewed, moe_local_loads(1024, 8, 256, 8, alpha));  // deterministic
+  }
+  // Every rank together holds every copy.
+  EXPECT_EQ(sum(moe_local_loads(16, 8, 256, 1, 1.2)), 16 * 8);
+  const auto r = testing_support::run_cli_captured({"cost", "moe", "--gpu", "B200-180GB", "--tokens", "256", "--hidden",
+                                                    "7168", "--inter", "2048", "--top-k", "8", "--experts", "256",
+                                                    "--ep", "8", "--dtype", "nvfp4", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(r.out)["time_us"].get<double>(), 0.0);
+  const auto bad = testing_support::run_cli_captured({"cost", "moe", "--gpu", "B200-180GB", "--tokens", "256", "--hidden",
+                                                      "7168", "--inter", "2048", "--top-k", "8", "--experts", "256",
+                                                      "--ep", "3"});
+  EXPECT_EQ(bad.code, 2);
+}
+
+// DeepSeek-style FP8 checkpoints run the 128-block kernels: the scenario says so to the cost model.
+TEST(KernelTables, BlockScaledCheckpointsRunBlockKernels) {
+  ModelSpec v3 = model_presets().get("deepseek-v3").value;
+  EXPECT_TRUE(v3.fp8_block_scales);
+  ClusterSpec h100 = cluster_presets().get("dgx-h100").value;
+  apply_calibration_choice(h100, "builtin");
+  h100.fp8_block_scales = true;
+  const ComputeCostModel block = ComputeCostModel::for_cluster(h100);
+  ASSERT_NE(block.gemm_fit(DType::kFp8), nullptr);
+  EXPECT_EQ(block.gemm_fit(DType::kFp8)->family, GemmFamily::kFp8Block);
+  h100.fp8_block_scales = false;
+  EXPECT_EQ(ComputeCostModel::for_cluster(h100).gemm_fit(DType::kFp8)->family, GemmFamily::kFp8);
 }
 
 }  // namespace moesim::calibration
