@@ -285,6 +285,8 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
   const ParamSet a = read_params(attn_node, attention_specs(base ? &base->attention : nullptr), src, diags);
   m.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
   set_model_fields(p, a, m);
+  // Not a key: the checkpoint's quantisation (preset or config.json) says which FP8 kernels run.
+  m.fp8_block_scales = base && base->fp8_block_scales && m.dtype == DType::kFp8;
   check_model_fields(m, p, a, node, src, diags);
   resolved = p.to_yaml();
   resolved["name"] = m.name;
