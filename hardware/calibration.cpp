@@ -39,6 +39,22 @@ const GemmKernelFit* HardwareCalibration::gemm_fit(const std::string& engine, Ge
   return any;
 }
 
+const AttentionKernelFit* HardwareCalibration::attention_fit(const std::string& engine, AttentionFamily family,
+                                                             DType compute, DType kv) const {
+  // Rank: family must match; then engine, KV dtype and compute dtype, in that order of weight
+  // below the dtypes (an engine's own kernel at other dtypes is a worse guess than another's).
+  const AttentionKernelFit* best = nullptr;
+  int best_rank = -1;
+  const auto wide = [](DType d) { return d == DType::kFp16 ? DType::kBf16 : d; };
+  for (const AttentionKernelFit& f : attention_fits) {
+    if (f.family != family) continue;
+    const int rank = (wide(f.kv_dtype) == wide(kv) ? 4 : 0) + (wide(f.compute_dtype) == wide(compute) ? 2 : 0) +
+                     (f.engine == engine ? 1 : 0);
+    if (rank > best_rank) best = &f, best_rank = rank;
+  }
+  return best;
+}
+
 const CollectiveCalibration* HardwareCalibration::collective(const std::string& op, CollectiveScope scope,
                                                              int gpus) const {
   const auto it = collectives.find({op, scope});
@@ -132,6 +148,11 @@ YAML::Node HardwareCalibration::to_yaml() const {
     for (const GemmKernelFit& f : gemm_fits) fits.push_back(f.to_yaml());
     out["gemm_fits"] = fits;
   }
+  if (!attention_fits.empty()) {
+    YAML::Node fits(YAML::NodeType::Sequence);
+    for (const AttentionKernelFit& f : attention_fits) fits.push_back(f.to_yaml());
+    out["attention_fits"] = fits;
+  }
   return out;
 }
 
@@ -185,6 +206,16 @@ HardwareCalibration HardwareCalibration::from_yaml(const YAML::Node& node) {
       }
     }
   }
+  if (const auto fits = node["attention_fits"]) {
+    if (!fits.IsSequence()) throw std::runtime_error("attention_fits: expected a list");
+    for (std::size_t i = 0; i < fits.size(); ++i) {
+      try {
+        h.attention_fits.push_back(AttentionKernelFit::from_yaml(fits[i]));
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("attention_fits[" + std::to_string(i) + "]: " + e.what());
+      }
+    }
+  }
   return h;
 }
 
@@ -214,6 +245,9 @@ std::string implausible(const HardwareCalibration& h) {
   for (std::size_t i = 0; i < h.gemm_fits.size(); ++i)
     if (const std::string why = h.gemm_fits[i].implausible(); !why.empty())
       return "gemm_fits[" + std::to_string(i) + "]: " + why;
+  for (std::size_t i = 0; i < h.attention_fits.size(); ++i)
+    if (const std::string why = h.attention_fits[i].implausible(); !why.empty())
+      return "attention_fits[" + std::to_string(i) + "]: " + why;
   for (const auto& [name, link] : h.links) {
     if (!std::isfinite(link.latency_us) || link.latency_us < 0.0) return "link " + name + ": latency_us must be >= 0";
     if (!std::isfinite(link.bandwidth_GBps) || link.bandwidth_GBps <= 0.0)

@@ -11,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "hardware/attention_kernel_fit.hpp"
 #include "hardware/gemm_kernel_fit.hpp"
 #include "sim/work.hpp"
 
@@ -64,6 +65,14 @@ struct HardwareCalibration {
   /// that has (an engine's GEMMs are the same cuBLAS/CUTLASS/DeepGEMM kernels as another's more
   /// often than not, and far closer than the datasheet); nullptr when no engine has one.
   const GemmKernelFit* gemm_fit(const std::string& engine, GemmFamily family) const;
+  /// Attention kernel fits per (engine, family, compute dtype, KV dtype) from kernel tables.
+  std::vector<AttentionKernelFit> attention_fits;
+  /// The fit for `family` with `kv` cache elements and `compute` math, preferring `engine`'s:
+  /// the exact dtypes first, then the same KV dtype (a kernel's KV stream is what decode pays
+  /// for), then any; nullptr when the family has none. The tables time TensorRT-LLM's kernels
+  /// only, so every engine reads those (FlashInfer's and FlashMLA's are their peers on Hopper).
+  const AttentionKernelFit* attention_fit(const std::string& engine, AttentionFamily family, DType compute,
+                                          DType kv) const;
 
   /// The curve for (dtype, n, k), or nullptr.
   const EfficiencyCurve* gemm_curve(DType dt, std::int64_t n, std::int64_t k) const;

@@ -40,6 +40,14 @@ void ComputeCostModel::select_kernels(const std::string& engine, bool fp8_block)
   for (int f = 0; f < kNumGemmFamilies; ++f)
     fits_[static_cast<std::size_t>(f)] =
         calibration_ && !engine.empty() ? calibration_->gemm_fit(engine, static_cast<GemmFamily>(f)) : nullptr;
+  std::size_t i = 0;
+  for (int f = 0; f < kNumAttentionFamilies; ++f)
+    for (int c = 0; c < kNumDTypes; ++c)
+      for (int kv = 0; kv < kNumDTypes; ++kv)
+        attention_fits_[i++] = calibration_ && !engine.empty()
+                                   ? calibration_->attention_fit(engine, static_cast<AttentionFamily>(f),
+                                                                 static_cast<DType>(c), static_cast<DType>(kv))
+                                   : nullptr;
   memo_ = GemmPriceMemo();  // prices of the previous kernels are stale
 }
 
@@ -48,6 +56,19 @@ const GemmKernelFit* ComputeCostModel::gemm_fit(DType dt) const {
   if (!default_gemm_family(dt, f)) return nullptr;
   if (f == GemmFamily::kFp8 && fp8_block_) f = GemmFamily::kFp8Block;
   return fits_[static_cast<std::size_t>(f)];
+}
+
+const AttentionKernelFit* ComputeCostModel::attention_fit(const Op& op) const {
+  const auto f = static_cast<std::size_t>(attention_family_of(op));
+  const auto c = static_cast<std::size_t>(op.dtype), kv = static_cast<std::size_t>(op.kv_dtype);
+  return attention_fits_[(f * kNumDTypes + c) * kNumDTypes + kv];
+}
+
+double ComputeCostModel::fitted_attention_seconds(const AttentionKernelFit& fit, const Op& op, bool physics_only) const {
+  // The fit's own math type sets the peak: TensorRT-LLM's decode and MLA kernels compute in
+  // bf16 whatever the model's GEMMs run in.
+  return fit.seconds(AttentionTerms::of(op), peak(fit.compute_dtype), gpu_.hbm_bandwidth_Bps, gpu_.sm_count,
+                     physics_only);
 }
 
 GemmTerms ComputeCostModel::gemm_terms(const Op& op) const {
@@ -257,6 +278,7 @@ double ComputeCostModel::kernel_seconds(const Op& op) const {
       break;
     }
     case OpKind::kAttention:
+      if (const AttentionKernelFit* fit = attention_fit(op)) return fitted_attention_seconds(*fit, op);
       compute_s = op.flops / (peak(op.dtype) * eff_.attention);
       break;
     case OpKind::kElementwise:

@@ -141,6 +141,10 @@ class ComputeCostModel {
   GemmTerms gemm_terms(const Op& op) const;
   /// Seconds of `op` by `fit` at this GPU's peak for the fit's family and its bandwidth.
   double fitted_seconds(const GemmKernelFit& fit, const Op& op, bool physics_only = false) const;
+  /// The fit pricing an attention core op (kAttention), or nullptr (the roofline).
+  const AttentionKernelFit* attention_fit(const Op& op) const;
+  /// Seconds of attention core `op` by `fit` at this GPU's peak, bandwidth and SM count.
+  double fitted_attention_seconds(const AttentionKernelFit& fit, const Op& op, bool physics_only = false) const;
   /// The engine whose kernels price GEMMs ("" = none selected).
   const std::string& kernel_engine() const { return kernel_engine_; }
   /// The measured efficiency curve the profile has for (dtype, n, k), if any.
@@ -167,6 +171,8 @@ class ComputeCostModel {
   std::string kernel_engine_;
   bool fp8_block_ = false;
   std::array<const GemmKernelFit*, kNumGemmFamilies> fits_{};
+  /// Attention fits by [family][compute dtype][KV dtype], chosen once per select_kernels.
+  std::array<const AttentionKernelFit*, kNumAttentionFamilies * kNumDTypes * kNumDTypes> attention_fits_{};
   ComputeEfficiency eff_;
   HostCostModel host_;
   std::shared_ptr<const HardwareCalibration> calibration_;

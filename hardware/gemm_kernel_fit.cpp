@@ -111,6 +111,44 @@ std::vector<double> doubles(const YAML::Node& n, const std::string& what) {
 
 }  // namespace
 
+constexpr const char* kGemmAxes[3] = {"log_m", "log_n", "log_k"};
+
+YAML::Node ResidualGrid::to_yaml(const char* const (&axes)[3]) const {
+  YAML::Node r(YAML::NodeType::Map);
+  r[axes[0]] = flow(log_m);
+  r[axes[1]] = flow(log_n);
+  r[axes[2]] = flow(log_k);
+  r["value"] = flow(value);
+  return r;
+}
+
+ResidualGrid ResidualGrid::from_yaml(const YAML::Node& r, const char* const (&axes)[3]) {
+  ResidualGrid g;
+  g.log_m = doubles(r[axes[0]], std::string("residual.") + axes[0]);
+  g.log_n = doubles(r[axes[1]], std::string("residual.") + axes[1]);
+  g.log_k = doubles(r[axes[2]], std::string("residual.") + axes[2]);
+  g.value = doubles(r["value"], "residual.value");
+  for (const auto* axis : {&g.log_m, &g.log_n, &g.log_k}) {
+    if (axis->empty()) throw std::runtime_error("residual: an axis is empty");
+    for (std::size_t i = 1; i < axis->size(); ++i)
+      if (!((*axis)[i] > (*axis)[i - 1])) throw std::runtime_error("residual: axis values must increase");
+  }
+  if (g.value.size() != g.log_m.size() * g.log_n.size() * g.log_k.size())
+    throw std::runtime_error("residual: value must hold one number per grid point");
+  return g;
+}
+
+std::string ResidualGrid::implausible() const {
+  const auto in = [](double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; };
+  // A residual of e^±5 (150x) is no correction but a different kernel: refuse it.
+  for (double v : value)
+    if (!in(v, -5.0, 5.0)) return "residual values must be in [-5, 5] (log of measured / physics)";
+  for (const auto* axis : {&log_m, &log_n, &log_k})
+    for (double v : *axis)
+      if (!in(v, 0.0, 50.0)) return "residual axes are logs of sizes in [1, e^50]";
+  return "";
+}
+
 YAML::Node GemmKernelFit::to_yaml() const {
   YAML::Node e(YAML::NodeType::Map);
   e["engine"] = engine;
@@ -125,14 +163,7 @@ YAML::Node GemmKernelFit::to_yaml() const {
   e["quantises_activation"] = quantises_activation;
   e["fitted_rows"] = fitted_rows;
   e["fitted_median_error"] = fitted_median_error;
-  if (!residual.empty()) {
-    YAML::Node r(YAML::NodeType::Map);
-    r["log_m"] = flow(residual.log_m);
-    r["log_n"] = flow(residual.log_n);
-    r["log_k"] = flow(residual.log_k);
-    r["value"] = flow(residual.value);
-    e["residual"] = r;
-  }
+  if (!residual.empty()) e["residual"] = residual.to_yaml(kGemmAxes);
   return e;
 }
 
@@ -152,19 +183,7 @@ GemmKernelFit GemmKernelFit::from_yaml(const YAML::Node& node) {
   f.quantises_activation = node["quantises_activation"] && node["quantises_activation"].as<bool>();
   f.fitted_rows = node["fitted_rows"] ? node["fitted_rows"].as<int>() : 0;
   f.fitted_median_error = node["fitted_median_error"] ? node["fitted_median_error"].as<double>() : 0.0;
-  if (const auto r = node["residual"]) {
-    f.residual.log_m = doubles(r["log_m"], "residual.log_m");
-    f.residual.log_n = doubles(r["log_n"], "residual.log_n");
-    f.residual.log_k = doubles(r["log_k"], "residual.log_k");
-    f.residual.value = doubles(r["value"], "residual.value");
-    for (const auto* axis : {&f.residual.log_m, &f.residual.log_n, &f.residual.log_k}) {
-      if (axis->empty()) throw std::runtime_error("residual: an axis is empty");
-      for (std::size_t i = 1; i < axis->size(); ++i)
-        if (!((*axis)[i] > (*axis)[i - 1])) throw std::runtime_error("residual: axis values must increase");
-    }
-    if (f.residual.value.size() != f.residual.log_m.size() * f.residual.log_n.size() * f.residual.log_k.size())
-      throw std::runtime_error("residual: value must hold one number per (m, n, k) grid point");
-  }
+  if (const auto r = node["residual"]) f.residual = ResidualGrid::from_yaml(r, kGemmAxes);
   return f;
 }
 
@@ -175,13 +194,7 @@ std::string GemmKernelFit::implausible() const {
   if (!in(sm_bandwidth_GBps, 0.1, 1e5)) return "sm_bandwidth_GBps must be in [0.1, 100000]";
   if (!in(overhead_us, 0.0, 1e4)) return "overhead_us must be in [0, 10000]";
   if (!in(blend, 1.0, 64.0)) return "blend must be in [1, 64]";
-  // A residual of e^±5 (150x) is no correction but a different kernel: refuse it.
-  for (double v : residual.value)
-    if (!in(v, -5.0, 5.0)) return "residual values must be in [-5, 5] (log of measured / physics)";
-  for (const auto* axis : {&residual.log_m, &residual.log_n, &residual.log_k})
-    for (double v : *axis)
-      if (!in(v, 0.0, 50.0)) return "residual axes are logs of sizes in [1, e^50]";
-  return "";
+  return residual.implausible();
 }
 
 }  // namespace moesim

@@ -54,6 +54,12 @@ struct ResidualGrid {
   std::vector<double> value;                ///< [i_m][i_n][i_k], row-major
   bool empty() const { return value.empty(); }
   double at(double lm, double ln, double lk) const;
+  /// A map of the three axes, named `axes`, and `value` (numbers in flow style).
+  YAML::Node to_yaml(const char* const (&axes)[3]) const;
+  /// Reads to_yaml's map; throws std::runtime_error naming what is wrong.
+  static ResidualGrid from_yaml(const YAML::Node& node, const char* const (&axes)[3]);
+  /// "" when the values are corrections (|log| ≤ 5) on axes of logs of sizes in [1, e^50].
+  std::string implausible() const;
 };
 
 /// One (engine, family) kernel fit on one GPU.

@@ -66,12 +66,16 @@ void split_chunks(std::span<const SeqChunk> seqs, const AttentionSpec& a, CoreTo
 /// The fused core over `t`: 2·heads·pairs·(qk_dim + v_dim) FLOPs; HBM bytes are Q read and O
 /// written per query token and `kv_elems` per attended position (cached or new), read once per
 /// sequence (flash-attention / paged attention: scores never reach HBM).
-Op attention_core(const char* name, const CoreTotals& t, int heads, std::int64_t qk_dim, std::int64_t v_dim,
-                  double kv_elems, DType dt, DType kv_dt) {
+Op attention_core(const char* name, const CoreTotals& t, int heads, int kv_heads, std::int64_t qk_dim,
+                  std::int64_t v_dim, double kv_elems, DType dt, DType kv_dt, AttentionForm form) {
   Op core;
   core.kind = OpKind::kAttention;
   core.name = name;
   core.dtype = dt;
+  core.heads = heads;
+  core.kv_heads = kv_heads;
+  core.attention = form;
+  core.kv_dtype = kv_dt;
   core.m = t.max_new;
   core.n = t.max_keys;
   core.k = qk_dim;
@@ -97,14 +101,15 @@ void append_mla_core(std::vector<Op>& ops, const ModelSpec& m, const CoreTotals&
     const std::int64_t qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
     ops.push_back(make_gemm("attn.kv_b", full.new_tokens + full.cached_read,
                             a.heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, dt));
-    ops.push_back(attention_core("attn.core", full, a.heads, qk_dim, a.v_head_dim,
-                                 d(a.heads) * d(qk_dim + a.v_head_dim), dt, dt));
+    ops.push_back(attention_core("attn.core", full, a.heads, a.heads, qk_dim, a.v_head_dim,
+                                 d(a.heads) * d(qk_dim + a.v_head_dim), dt, dt, AttentionForm::kMlaFull));
   }
   if (latent.sequences > 0) {
     const std::int64_t rows = latent.new_tokens;
     ops.push_back(make_gemm("attn.q_absorb", rows, a.kv_lora_rank, a.qk_nope_head_dim, dt, a.heads));
-    ops.push_back(attention_core("attn.core_latent", latent, a.heads, a.kv_lora_rank + a.qk_rope_head_dim,
-                                 a.kv_lora_rank, d(a.kv_lora_rank + a.qk_rope_head_dim), dt, m.kv_cache_dtype()));
+    ops.push_back(attention_core("attn.core_latent", latent, a.heads, 1, a.kv_lora_rank + a.qk_rope_head_dim,
+                                 a.kv_lora_rank, d(a.kv_lora_rank + a.qk_rope_head_dim), dt, m.kv_cache_dtype(),
+                                 AttentionForm::kMlaLatent));
     ops.push_back(make_gemm("attn.v_absorb", rows, a.v_head_dim, a.kv_lora_rank, dt, a.heads));
   }
 }
@@ -163,8 +168,8 @@ std::vector<Op> attention_step_ops(const ModelSpec& model, std::span<const SeqCh
   } else {
     ops.push_back(make_gemm("attn.qkv", tokens, (a.heads + 2 * a.kv_heads) * a.head_dim, m.hidden, dt));
     // One varlen kernel over every chunk (prefill and decode alike, as in chunked prefill).
-    ops.push_back(attention_core("attn.core", full, a.heads, a.head_dim, a.head_dim,
-                                 d(a.kv_heads) * d(2 * a.head_dim), dt, m.kv_cache_dtype()));
+    ops.push_back(attention_core("attn.core", full, a.heads, a.kv_heads, a.head_dim, a.head_dim,
+                                 d(a.kv_heads) * d(2 * a.head_dim), dt, m.kv_cache_dtype(), AttentionForm::kGqa));
   }
 
   ops.push_back(make_gemm("attn.out", tokens, m.hidden, a.heads * v_dim, dt));

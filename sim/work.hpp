@@ -33,6 +33,11 @@ enum class OpKind {
   kHost,
 };
 
+/// Which attention kernel an attention core runs (the kernel tables time each separately): the
+/// query/key/value form of MHA, GQA and MQA; MLA with its KV decompressed (prefill: qk 192 and v
+/// 128 per head); MLA over the compressed latent cache (absorbed decode, DeepSeek-V2 §2.1.2).
+enum class AttentionForm : std::uint8_t { kGqa = 0, kMlaFull = 1, kMlaLatent = 2 };
+
 /// One kernel-level operation. `flops` and `bytes` are totals for the op.
 struct Op {
   OpKind kind = OpKind::kElementwise;
@@ -41,6 +46,11 @@ struct Op {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t batch = 1;
   std::vector<std::int64_t> group_m;  ///< kGroupedGemm: tokens per group (expert)
+  /// kAttention: query and KV heads (`batch` = sequences × heads), the kernel's form and the KV
+  /// cache's element type; what a kernel fit reads beside flops and bytes.
+  std::int64_t heads = 0, kv_heads = 0;
+  AttentionForm attention = AttentionForm::kGqa;
+  DType kv_dtype = DType::kBf16;
   double flops = 0.0;
   double bytes = 0.0;  ///< bytes that must move through HBM (weights + activations)
 };

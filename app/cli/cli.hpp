@@ -125,6 +125,30 @@ class MoeCostCommand {
   bool json_ = false;
 };
 
+/// The arguments of `moesim cost attention|mla` (and moesim.cost.attention / .mla in Python).
+struct AttentionCostArgs {
+  bool mla = false;
+  std::string gpu, phase, dtype = "bf16", kv_dtype = "bf16", engine = "trtllm", calibration;
+  long long batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
+  bool explain = false;
+};
+/// One GPU's attention core; InputError on bad arguments (cli_cost_attention.cpp).
+nlohmann::json attention_cost(const AttentionCostArgs& args);
+
+/// `moesim cost attention|mla` (cli_cost_attention.cpp): registers both under `cost`.
+class AttentionCostCommand {
+ public:
+  explicit AttentionCostCommand(CLI::App& cost);
+  bool parsed() const;
+  int run() const;
+
+ private:
+  CLI::App* mha_cmd_ = nullptr;
+  CLI::App* mla_cmd_ = nullptr;
+  AttentionCostArgs mha_, mla_;
+  bool json_ = false;
+};
+
 /// `moesim cost dispatch|combine` (cli_cost_deepep.cpp): DeepEP's kernels or NCCL's all-to-all for one
 /// expert-parallel call; registers its options under `cost` on construction.
 class DeepEpCostCommand {
@@ -170,6 +194,7 @@ class CostCommand {
   std::vector<CLI::App*> collectives_;
   std::unique_ptr<DeepEpCostCommand> deepep_;
   std::unique_ptr<MoeCostCommand> moe_;
+  std::unique_ptr<AttentionCostCommand> attention_;
   std::string gpu_, dtype_ = "bf16", hardware_, calibration_, network_model_ = "flow", engine_ = "trtllm";
   long long m_ = 0, n_ = 0, k_ = 0;
   int gpus_ = 0, nodes_ = 0;

@@ -10,6 +10,7 @@
 #include "app/cli/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include "calibrate/attention_tables.hpp"
 #include "calibrate/kernel_tables.hpp"
 #include "calibrate/profile.hpp"
 #include "calibrate/report.hpp"
@@ -99,6 +100,7 @@ std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files
                                            double holdout, HardwareCalibration& profile, nlohmann::json& report) {
   std::vector<std::string> rest;
   std::vector<calibration::GemmTableRow> gemm;
+  std::vector<calibration::AttentionTableRow> attention;
   for (const auto& f : files) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(f, ec)) {
@@ -112,20 +114,30 @@ std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files
     } else if (*kind == "gemm") {
       auto rows = calibration::read_gemm_table(text, f);
       gemm.insert(gemm.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+    } else if (kind->find("attention") != std::string::npos || kind->find("mla") != std::string::npos) {
+      auto rows = calibration::read_attention_table(text, f, *kind);
+      attention.insert(attention.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
     } else {
-      std::cerr << Diagnostic{SourceLocation{f, 0, 0}, "skipped: a " + *kind + " kernel table, which moesim does not fit yet (only gemm)", true}.to_string() << "\n";
+      std::cerr << Diagnostic{SourceLocation{f, 0, 0}, "skipped: a " + *kind + " kernel table, which moesim does not fit yet (gemm and attention only)", true}.to_string() << "\n";
     }
   }
-  if (gemm.empty()) return rest;
+  if (gemm.empty() && attention.empty()) return rest;
   const std::string system = calibration::kernel_table_system(spec.gpu);
   if (system.empty())
     throw InputError(SourceLocation{"--base", 0, 0}, spec.gpu.name + " is measured in no kernel table (they hold h100_sxm and b200_sxm)");
   std::vector<calibration::GemmFitScore> scores;
   profile.gemm_fits = calibration::fit_gemm_tables(gemm, system, spec.gpu, holdout > 0.0, &scores);
-  if (profile.gemm_fits.empty())
+  std::vector<calibration::AttentionFitScore> attention_scores;
+  profile.attention_fits = calibration::fit_attention_tables(attention, system, spec.gpu, holdout > 0.0, &attention_scores);
+  if (profile.gemm_fits.empty() && profile.attention_fits.empty())
     throw InputError(SourceLocation{files.front(), 0, 0}, "the kernel tables hold no " + system + " rows to fit");
-  report = {{"system", system}, {"gpu", spec.gpu.name}, {"holdout", holdout > 0.0}, {"gemm", nlohmann::json::array()}};
+  report = {{"system", system},
+            {"gpu", spec.gpu.name},
+            {"holdout", holdout > 0.0},
+            {"gemm", nlohmann::json::array()},
+            {"attention", nlohmann::json::array()}};
   for (const auto& s : scores) report["gemm"].push_back(calibration::score_json(s));
+  for (const auto& s : attention_scores) report["attention"].push_back(calibration::score_json(s));
   return rest;
 }
 
@@ -142,6 +154,7 @@ int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& 
   HardwareCalibration profile = others.empty() ? HardwareCalibration{} : calibration::fit_profile(m, spec, base, holdout);
   if (others.empty()) profile.base = base, profile.device = spec.gpu.name, profile.holdout = holdout;
   profile.gemm_fits = std::move(kernels.gemm_fits);
+  profile.attention_fits = std::move(kernels.attention_fits);
   if (!kernel_report.empty()) {
     std::ofstream r(kernel_report);
     if (!r) throw InputError(SourceLocation{kernel_report, 0, 0}, "cannot write the kernel report");
@@ -163,7 +176,8 @@ int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& 
   }
   std::size_t collectives = 0;
   for (const auto& [_, by_gpus] : profile.collectives) collectives += by_gpus.size();
-  std::cout << "fitted " << profile.gemm_fits.size() << " GEMM kernel families, " << profile.gemm.size() << " GEMM shapes, " << collectives << " collective curves, "
+  std::cout << "fitted " << profile.gemm_fits.size() << " GEMM kernel families, " << profile.attention_fits.size()
+            << " attention kernel families, " << profile.gemm.size() << " GEMM shapes, " << collectives << " collective curves, "
             << profile.links.size() << " host links from " << m.gemm.size() << " GEMM, " << m.collectives.size()
             << " collective and " << m.memcpy.size() << " memcpy samples (held out " << holdout * 100
             << "%)\nwrote " << out << "\n";

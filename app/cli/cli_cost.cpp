@@ -378,6 +378,7 @@ CostCommand::CostCommand(CLI::App& app) {
   }
   deepep_ = std::make_unique<DeepEpCostCommand>(*cost_);
   moe_ = std::make_unique<MoeCostCommand>(*cost_);
+  attention_ = std::make_unique<AttentionCostCommand>(*cost_);
 }
 
 bool CostCommand::parsed() const { return cost_->parsed(); }
@@ -386,6 +387,7 @@ int CostCommand::run() const {
   if (gemm_->parsed()) return cli_cost_gemm(gpu_, m_, n_, k_, dtype_, calibration_, json_, explain_, engine_);
   if (deepep_->parsed()) return deepep_->run();
   if (moe_->parsed()) return moe_->run();
+  if (attention_->parsed()) return attention_->run();
   for (auto* c : collectives_)
     if (c->parsed())
       return cli_cost_collective(c->get_name(), hardware_, nodes_, gpus_, bytes_, calibration_, network_model_, json_,

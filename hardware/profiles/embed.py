@@ -29,6 +29,9 @@ def cpp_list(v):
 
 
 FAMILIES = {'bf16': 'kBf16', 'fp8': 'kFp8', 'fp8-block': 'kFp8Block', 'nvfp4': 'kNvFp4'}
+ATTENTION_FAMILIES = {'mha-decode': 'kMhaDecode', 'mha-prefill': 'kMhaPrefill', 'mla-decode': 'kMlaDecode',
+                      'mla-prefill': 'kMlaPrefill'}
+DTYPES = {'fp32': 'kFp32', 'fp16': 'kFp16', 'bf16': 'kBf16', 'fp8': 'kFp8', 'nvfp4': 'kNvFp4', 'mxfp4': 'kMxFp4'}
 
 
 def main():
@@ -64,6 +67,25 @@ def main():
                 for key in ('log_m', 'log_n', 'log_k', 'value'):
                     lines.append('    f.residual.%s = %s;' % (key, cpp_list(r[key])))
             lines.append('    h.gemm_fits.push_back(std::move(f));')
+            lines.append('  }')
+        for fit in doc.get('attention_fits') or []:
+            lines.append('  {')
+            lines.append('    AttentionKernelFit f;')
+            lines.append('    f.engine = %s;' % cpp_str(fit['engine']))
+            lines.append('    f.family = AttentionFamily::%s;' % ATTENTION_FAMILIES[fit['family']])
+            lines.append('    f.compute_dtype = DType::%s;' % DTYPES[fit['compute_dtype']])
+            lines.append('    f.kv_dtype = DType::%s;' % DTYPES[fit['kv_dtype']])
+            lines.append('    f.system = %s;' % cpp_str(fit.get('system', '')))
+            for key in ('compute_efficiency', 'memory_efficiency', 'overhead_us', 'unit_us', 'blend',
+                        'fitted_median_error'):
+                lines.append('    f.%s = %s;' % (key, cpp_num(fit[key])))
+            lines.append('    f.fitted_rows = %d;' % int(fit['fitted_rows']))
+            r = fit.get('residual')
+            if r:
+                for axis, key in (('log_m', 'log_sequences'), ('log_n', 'log_length'), ('log_k', 'log_group'),
+                                  ('value', 'value')):
+                    lines.append('    f.residual.%s = %s;' % (axis, cpp_list(r[key])))
+            lines.append('    h.attention_fits.push_back(std::move(f));')
             lines.append('  }')
         lines.append('  return h;')
         lines.append('}')
