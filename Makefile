@@ -77,10 +77,11 @@ validate: build
 	python3 validation/serving/make_scenarios.py && python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim
 
 # The built-in kernel profiles (hardware/profiles/*.yaml, compiled into moesim): every GEMM and
-# attention family of data/kernels/ fitted on all its rows, for H100 and B200; then the build that
-# embeds them.
+# attention family and every NCCL collective of data/kernels/ fitted on all its rows, for H100 and
+# B200; then the build that embeds them.
 KERNEL_TABLES = data/kernels/gemm.csv data/kernels/generation_attention.csv data/kernels/context_attention.csv \
-	data/kernels/generation_mla.csv data/kernels/context_mla.csv
+	data/kernels/generation_mla.csv data/kernels/context_mla.csv data/kernels/nccl.csv data/kernels/custom_allreduce.csv \
+	data/kernels/deepep_ll.csv data/kernels/deepep_normal.csv
 profiles: build
 	./$(BUILD)/moesim calibrate fit $(KERNEL_TABLES) --base dgx-h100 --holdout 0 --out hardware/profiles/h100_sxm.yaml
 	./$(BUILD)/moesim calibrate fit $(KERNEL_TABLES) --base dgx-b200 --holdout 0 --out hardware/profiles/b200_sxm.yaml

@@ -29,7 +29,7 @@ std::shared_ptr<const HardwareCalibration> builtin_profile(const std::string& sy
   for (const auto& src : builtin_profile_sources())
     if (src.name == system) {
       HardwareCalibration h = src.make();
-      auto p = h.gemm_fits.empty() && h.attention_fits.empty() ? nullptr : std::make_shared<const HardwareCalibration>(std::move(h));
+      auto p = h.gemm_fits.empty() && h.attention_fits.empty() && h.collectives.empty() && h.deepep_fits.empty() ? nullptr : std::make_shared<const HardwareCalibration>(std::move(h));
       built.emplace(system, p);
       return p;
     }

@@ -55,6 +55,17 @@ const AttentionKernelFit* HardwareCalibration::attention_fit(const std::string& 
   return best;
 }
 
+const DeepEpKernelFit* HardwareCalibration::deepep_fit(const std::string& kernel, const std::string& op,
+                                                       bool internode) const {
+  const DeepEpKernelFit* other = nullptr;
+  for (const DeepEpKernelFit& f : deepep_fits) {
+    if (f.kernel != kernel || f.op != op) continue;
+    if (f.internode == internode) return &f;
+    if (!other) other = &f;
+  }
+  return other;
+}
+
 const CollectiveCalibration* HardwareCalibration::collective(const std::string& op, CollectiveScope scope,
                                                              int gpus) const {
   const auto it = collectives.find({op, scope});
@@ -129,6 +140,7 @@ YAML::Node HardwareCalibration::to_yaml() const {
       e["scope"] = scope_name(key.second);
       e["gpus"] = gpus;
       e["launch_us"] = cal.launch_us;
+      if (cal.hops_in_launch) e["hops_in_launch"] = true;
       e["bytes"] = flow_seq(cal.efficiency.x);
       e["efficiency"] = flow_seq(cal.efficiency.y);
       col.push_back(e);
@@ -152,6 +164,11 @@ YAML::Node HardwareCalibration::to_yaml() const {
     YAML::Node fits(YAML::NodeType::Sequence);
     for (const AttentionKernelFit& f : attention_fits) fits.push_back(f.to_yaml());
     out["attention_fits"] = fits;
+  }
+  if (!deepep_fits.empty()) {
+    YAML::Node fits(YAML::NodeType::Sequence);
+    for (const DeepEpKernelFit& f : deepep_fits) fits.push_back(f.to_yaml());
+    out["deepep_fits"] = fits;
   }
   return out;
 }
@@ -185,6 +202,7 @@ HardwareCalibration HardwareCalibration::from_yaml(const YAML::Node& node) {
       if (scope != "intra" && scope != "inter") throw std::runtime_error(what + ": scope must be intra or inter");
       CollectiveCalibration cal;
       cal.launch_us = col[i]["launch_us"].as<double>();
+      cal.hops_in_launch = col[i]["hops_in_launch"] && col[i]["hops_in_launch"].as<bool>();
       cal.efficiency = read_curve(col[i]["bytes"], col[i]["efficiency"], what);
       h.collectives[{col[i]["op"].as<std::string>(),
                      scope == "intra" ? CollectiveScope::kIntraNode : CollectiveScope::kInterNode}]
@@ -213,6 +231,16 @@ HardwareCalibration HardwareCalibration::from_yaml(const YAML::Node& node) {
         h.attention_fits.push_back(AttentionKernelFit::from_yaml(fits[i]));
       } catch (const std::runtime_error& e) {
         throw std::runtime_error("attention_fits[" + std::to_string(i) + "]: " + e.what());
+      }
+    }
+  }
+  if (const auto fits = node["deepep_fits"]) {
+    if (!fits.IsSequence()) throw std::runtime_error("deepep_fits: expected a list");
+    for (std::size_t i = 0; i < fits.size(); ++i) {
+      try {
+        h.deepep_fits.push_back(DeepEpKernelFit::from_yaml(fits[i]));
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("deepep_fits[" + std::to_string(i) + "]: " + e.what());
       }
     }
   }
@@ -248,6 +276,9 @@ std::string implausible(const HardwareCalibration& h) {
   for (std::size_t i = 0; i < h.attention_fits.size(); ++i)
     if (const std::string why = h.attention_fits[i].implausible(); !why.empty())
       return "attention_fits[" + std::to_string(i) + "]: " + why;
+  for (std::size_t i = 0; i < h.deepep_fits.size(); ++i)
+    if (const std::string why = h.deepep_fits[i].implausible(); !why.empty())
+      return "deepep_fits[" + std::to_string(i) + "]: " + why;
   for (const auto& [name, link] : h.links) {
     if (!std::isfinite(link.latency_us) || link.latency_us < 0.0) return "link " + name + ": latency_us must be >= 0";
     if (!std::isfinite(link.bandwidth_GBps) || link.bandwidth_GBps <= 0.0)

@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "hardware/attention_kernel_fit.hpp"
+#include "hardware/deepep_kernel_fit.hpp"
 #include "hardware/gemm_kernel_fit.hpp"
 #include "sim/work.hpp"
 
@@ -33,6 +34,9 @@ enum class CollectiveScope { kIntraNode, kInterNode };
 /// the fraction of link bandwidth the collective achieves (protocol and kernel efficiency).
 struct CollectiveCalibration {
   double launch_us = 0.0;
+  /// The launch cost includes every hop (one-shot kernels that read all peers at once: the
+  /// engines' custom all-reduce); the flows then pay no per-step hop latency.
+  bool hops_in_launch = false;
   EfficiencyCurve efficiency;  ///< x = per-GPU buffer bytes, y = achieved fraction of line rate
 };
 
@@ -73,6 +77,13 @@ struct HardwareCalibration {
   /// only, so every engine reads those (FlashInfer's and FlashMLA's are their peers on Hopper).
   const AttentionKernelFit* attention_fit(const std::string& engine, AttentionFamily family, DType compute,
                                           DType kv) const;
+  /// DeepEP dispatch/combine fits per (kernel, op, scope) from DeepEP's tables.
+  std::vector<DeepEpKernelFit> deepep_fits;
+  /// The fit of `kernel` ("deepep-ll", "deepep-normal") for `op` ("dispatch", "combine") over an EP
+  /// group within one node or across nodes; the other scope's when that one has none (the
+  /// fixed cost and the NVLink rate carry over; an RDMA rate fitted within a node is NCCL's
+  /// figure unchanged); nullptr when the kernel has none.
+  const DeepEpKernelFit* deepep_fit(const std::string& kernel, const std::string& op, bool internode) const;
 
   /// The curve for (dtype, n, k), or nullptr.
   const EfficiencyCurve* gemm_curve(DType dt, std::int64_t n, std::int64_t k) const;

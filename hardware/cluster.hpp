@@ -83,6 +83,10 @@ struct ClusterSpec {
   std::string kernel_engine = "trtllm";
   /// FP8 GEMMs run the 128-block-scale kernels (the model's checkpoint says so: ModelSpec).
   bool fp8_block_scales = false;
+  /// Intra-node all-reduces run the engine's own one-shot/two-shot kernels (`kernel_engine`'s
+  /// custom all-reduce, priced by the calibration's "custom_all_reduce.<engine>" curves) instead of
+  /// NCCL: what TensorRT-LLM, vLLM and SGLang do by default for tensor-parallel all-reduces.
+  bool custom_all_reduce = false;
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };

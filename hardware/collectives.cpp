@@ -49,10 +49,17 @@ bool parse_collective(const std::string& s, CollectiveKind& out) {
   return false;
 }
 
+std::string custom_all_reduce_name(const std::string& engine) { return "custom_all_reduce." + engine; }
+
 const CollectiveCalibration* collective_calibration(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus) {
   if (!c.spec().calibration || gpus.empty()) return nullptr;
   bool inter = false;
   for (int g : gpus) inter = inter || c.node_of_gpu(g) != c.node_of_gpu(gpus.front());
+  // The engines' custom all-reduce works over NVLink peers of one node only (IPC buffers).
+  if (kind == CollectiveKind::kAllReduce && !inter && c.spec().custom_all_reduce)
+    if (const CollectiveCalibration* custom = c.spec().calibration->collective(
+            custom_all_reduce_name(c.spec().kernel_engine), CollectiveScope::kIntraNode, static_cast<int>(gpus.size())))
+      return custom;
   return c.spec().calibration->collective(collective_calibration_name(kind),
                                           inter ? CollectiveScope::kInterNode : CollectiveScope::kIntraNode,
                                           static_cast<int>(gpus.size()));
@@ -170,7 +177,7 @@ TaskId add_ring_steps(TaskGraph& g, const Cluster& c, CollectiveKind kind, const
   if (nccl_priced(c, cal)) return add_nccl_collective(g, c, kind, gpus, steps, buffer_bytes, chunk, phase, layer, deps);
   const TaskId start = launch(g, c, cal, phase, layer, deps);
   return ring_flows(g, c, ring_channels(c, gpus, kMaxRingChannels), steps, chunk, wire_scale(cal, buffer_bytes),
-                    start, phase, layer, HopLatency::kPaid);
+                    start, phase, layer, cal && cal->hops_in_launch ? HopLatency::kInLaunch : HopLatency::kPaid);
 }
 
 }  // namespace

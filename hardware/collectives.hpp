@@ -21,8 +21,12 @@ bool parse_collective(const std::string& s, CollectiveKind& out);
 /// The name measurements and profiles use ("all_reduce", "all_gather", "all_to_all", "send_recv").
 const char* collective_calibration_name(CollectiveKind k);
 
+/// The profile's name for `engine`'s custom all-reduce curves ("custom_all_reduce.trtllm").
+std::string custom_all_reduce_name(const std::string& engine);
+
 /// The calibration of `kind` over `gpus` (intra- or inter-node, that GPU count); null when the
-/// cluster is uncalibrated or the profile has no curve for it.
+/// cluster is uncalibrated or the profile has no curve for it. An intra-node all-reduce of a
+/// cluster with custom_all_reduce reads the engine's custom curve when the profile has one.
 const CollectiveCalibration* collective_calibration(const Cluster& c, CollectiveKind kind, const std::vector<int>& gpus);
 
 /// Ring all-reduce of `bytes` per GPU: 2(n-1) steps of bytes/n per GPU. Returns a join.

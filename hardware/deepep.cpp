@@ -109,6 +109,13 @@ double fixed_us(const Cluster& c, int ep) {
   return ticks_to_us(worst);
 }
 
+// The calibration's fit for this call: by kernel, op and whether the EP group spans nodes.
+const DeepEpKernelFit* deepep_fit_of(const Cluster& c, const DeepEpParams& p) {
+  if (!c.spec().calibration) return nullptr;
+  return c.spec().calibration->deepep_fit(deepep_kernel_name(p.kernel), p.op == DeepEpOp::kCombine ? "combine" : "dispatch",
+                                          ep_nodes(c, p.ep) > 1);
+}
+
 }  // namespace
 
 const char* deepep_kernel_name(DeepEpKernel k) { return k == DeepEpKernel::kNormal ? "deepep-normal" : "deepep-ll"; }
@@ -195,6 +202,15 @@ DeepEpCost deepep_cost(const Cluster& c, const DeepEpParams& p) {
   out.rdma_GBps = rdma_GBps(c);
   out.sm_GBps = sm_GBps(p);
   out.fixed_us = fixed_us(c, p.ep);
+  const DeepEpKernelFit* fit = deepep_fit_of(c, p);
+  if (fit) {
+    // Measured: the fixed cost and the fraction of each nominal rate the kernels reach.
+    out.nvlink_GBps *= fit->nvlink_efficiency;
+    out.rdma_GBps *= fit->rdma_efficiency;
+    out.sm_GBps *= fit->sm_efficiency;
+    out.fixed_us = fit->overhead_us;
+    out.fitted = true;
+  }
   double drain_us = 0.0;
   out.bottleneck = "nvlink";
   const auto consider = [&](double bytes, double GBps, const char* name) {
@@ -209,6 +225,7 @@ DeepEpCost deepep_cost(const Cluster& c, const DeepEpParams& p) {
   consider(out.rdma_bytes, out.rdma_GBps, "rdma");
   consider(out.counted_bytes, out.sm_GBps, "sm");
   out.time_us = out.fixed_us + drain_us;
+  if (fit) out.time_us *= fit->residual_factor(static_cast<double>(p.tokens), static_cast<double>(p.hidden) * p.top_k, p.ep);
   out.bandwidth_GBps = out.time_us > 0 ? out.counted_bytes / (out.time_us * 1e3) : 0.0;
   return out;
 }
@@ -258,7 +275,11 @@ std::vector<DeepEpGpuTraffic> deepep_traffic(const Cluster& c, const DeepEpParam
         if (d / per_node == node) copy(fwd, d, false);
     }
   }
-  const double nv = nvlink_GBps(c) * 1e3, rd = rdma_GBps(c) * 1e3, sm = sm_GBps(p) * 1e3;  // bytes per us
+  const DeepEpKernelFit* fit = deepep_fit_of(c, p);
+  // bytes per us, at the measured fractions of the nominal rates where a fit has them
+  const double nv = nvlink_GBps(c) * 1e3 * (fit ? fit->nvlink_efficiency : 1.0);
+  const double rd = rdma_GBps(c) * 1e3 * (fit ? fit->rdma_efficiency : 1.0);
+  const double sm = sm_GBps(p) * 1e3 * (fit ? fit->sm_efficiency : 1.0);
   std::vector<double> own(n, 0.0);
   for (std::size_t g = 0; g < n; ++g) {
     const auto& x = out[g];
@@ -267,12 +288,16 @@ std::vector<DeepEpGpuTraffic> deepep_traffic(const Cluster& c, const DeepEpParam
     if (rdb > 0) own[g] = std::max(own[g], rd > 0 ? rdb / rd : 0.0);
     if (sm > 0) own[g] = std::max(own[g], copied[g] / sm);
   }
-  const double fixed = fixed_us(c, p.ep);
+  const double fixed = fit ? fit->overhead_us : fixed_us(c, p.ep);
+  // The residual at this call's mean tokens per rank (the tables time uniform calls).
+  const double factor = fit ? fit->residual_factor(static_cast<double>(home.size()) / static_cast<double>(n),
+                                                   static_cast<double>(p.hidden) * p.top_k, p.ep)
+                            : 1.0;
   for (std::size_t g = 0; g < n; ++g) {
     double worst = own[g];
     for (std::size_t s = 0; s < n; ++s)
       if (feeds[g][s]) worst = std::max(worst, own[s]);
-    out[g].finish_us = fixed + worst;
+    out[g].finish_us = (fixed + worst) * factor;
   }
   return out;
 }

@@ -78,6 +78,7 @@ struct DeepEpCost {
   std::string bandwidth_label;   ///< "NVLink" or "RDMA", as DeepEP's tables label the column
   std::string bottleneck;        ///< "nvlink", "rdma" or "sm"
   double nvlink_GBps = 0, rdma_GBps = 0, sm_GBps = 0;  ///< the achievable rates used
+  bool fitted = false;  ///< priced by the calibration's DeepEP fit (deepep_kernel_fit.hpp)
   DeepEpRouting routing;
 };
 

@@ -6,6 +6,19 @@
 #include <utility>
 
 namespace moesim {
+namespace {
+
+// A transfer standing for `repeat` layers (layer sampling) moves repeat × its bytes; when it
+// pays its route's hop latency itself (HopLatency::kPaid: calibrated and line-rate collectives),
+// each layer it stands for waits for that latency too. The flow pays one; this is the rest.
+Tick repeated_hop_latency(const NetworkBackend& net, const std::vector<LinkId>& path, const Task& t) {
+  if (t.repeat <= 1 || t.hop != HopLatency::kPaid) return 0;
+  Tick latency = 0;
+  for (LinkId l : path) latency = checked_add(latency, net.link(l).latency);
+  return latency;
+}
+
+}  // namespace
 
 Tick PlanExecutor::repeated(Tick t, std::uint16_t repeat) {
   if (repeat == 1) return t;
@@ -302,7 +315,14 @@ void PlanExecutor::kick_stream(Stream& s) {
   if (t.kind == TaskKind::kCompute) {
     sim_.after(repeated(hooks_.compute_time(t, g.plan->ops_of(t)), t.repeat), done, EventPriority::kCompletion);
   } else {
-    net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale * t.repeat, done, t.hop);
+    const std::vector<LinkId>& path = hooks_.route(t.src, t.dst);
+    const Tick rest =
+        t.repeat > 1 ? repeated(repeated_hop_latency(net_, path, t), static_cast<std::uint16_t>(t.repeat - 1)) : 0;
+    if (rest > 0)
+      net_.start_flow(path, t.bytes * t.wire_scale * t.repeat,
+                      [this, rest, done] { sim_.after(rest, done, EventPriority::kCompletion); }, t.hop);
+    else
+      net_.start_flow(path, t.bytes * t.wire_scale * t.repeat, done, t.hop);
   }
 }
 
@@ -340,7 +360,18 @@ void PlanExecutor::start_transfer(std::uint32_t slot, TaskId id) {
   Graph& g = graphs_[slot];
   const Task& t = g.plan->task(id);
   g.timing[id - g.base].start = sim_.now();
-  net_.start_flow(hooks_.route(t.src, t.dst), t.bytes * t.wire_scale * t.repeat, [this, slot, id] {
+  const std::vector<LinkId>& path = hooks_.route(t.src, t.dst);
+  const Tick rest = t.repeat > 1 ? repeated(repeated_hop_latency(net_, path, t), static_cast<std::uint16_t>(t.repeat - 1)) : 0;
+  if (rest > 0) {
+    net_.start_flow(path, t.bytes * t.wire_scale * t.repeat, [this, slot, id, rest] {
+      sim_.after(rest, [this, slot, id] {
+        finish(slot, id);
+        settle(slot);
+      }, EventPriority::kCompletion);
+    }, t.hop);
+    return;
+  }
+  net_.start_flow(path, t.bytes * t.wire_scale * t.repeat, [this, slot, id] {
     finish(slot, id);
     settle(slot);
   }, t.hop);

@@ -40,13 +40,15 @@ int cli_cost_gemm(const std::string& gpu, long long m, long long n, long long k,
 /// moesim.cost in Python): what the CLI prints with --json, as JSON; InputError on bad arguments.
 nlohmann::json gemm_cost(const std::string& gpu, long long m, long long n, long long k, const std::string& dtype,
                          const std::string& calibration, bool explain, const std::string& engine = "trtllm");
+/// `impl` "custom" prices an all-reduce by `engine`'s custom kernel where the calibration has it.
 nlohmann::json collective_cost(const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
-                               const std::string& calibration, const std::string& network_model, bool explain);
+                               const std::string& calibration, const std::string& network_model, bool explain,
+                               const std::string& impl = "nccl", const std::string& engine = "trtllm");
 /// `network_model` names the backend timing the collective's flows ("flow" or "analytic"); `nodes`
 /// > 0 scales the preset to that many nodes.
 int cli_cost_collective(const std::string& kind, const std::string& hardware, int nodes, int gpus, double bytes,
                         const std::string& calibration, const std::string& network_model, bool json,
-                        bool explain = false);
+                        bool explain = false, const std::string& impl = "nccl", const std::string& engine = "trtllm");
 /// Kernel tables among `files` (gemm.csv, ...) are fitted to kernel fits; `kernel_report`, when not
 /// empty, receives the fits' held-out scores as JSON.
 int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& base, const std::string& out,
@@ -160,7 +162,7 @@ class DeepEpCostCommand {
  private:
   std::vector<CLI::App*> cmds_;  ///< dispatch, combine
   DeepEpParams params_;
-  std::string kernel_ = "deepep-normal", hardware_, dtype_ = "fp8", ll_nvlink_ = "on";
+  std::string kernel_ = "deepep-normal", hardware_, dtype_ = "fp8", ll_nvlink_ = "on", calibration_;
   int nodes_ = 0;
   double nvlink_GBps_ = 0;
   bool json_ = false;
@@ -195,7 +197,7 @@ class CostCommand {
   std::unique_ptr<DeepEpCostCommand> deepep_;
   std::unique_ptr<MoeCostCommand> moe_;
   std::unique_ptr<AttentionCostCommand> attention_;
-  std::string gpu_, dtype_ = "bf16", hardware_, calibration_, network_model_ = "flow", engine_ = "trtllm";
+  std::string gpu_, dtype_ = "bf16", hardware_, calibration_, network_model_ = "flow", engine_ = "trtllm", impl_ = "nccl";
   long long m_ = 0, n_ = 0, k_ = 0;
   int gpus_ = 0, nodes_ = 0;
   double bytes_ = 0;

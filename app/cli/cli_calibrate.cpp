@@ -5,17 +5,22 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "app/cli/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include "calibrate/attention_tables.hpp"
+#include "calibrate/collective_tables.hpp"
+#include "calibrate/deepep_tables.hpp"
+#include "calibrate/deepep_tables.hpp"
 #include "calibrate/kernel_tables.hpp"
 #include "calibrate/profile.hpp"
 #include "calibrate/report.hpp"
 #include "hardware/builtin_calibration.hpp"
 #include "hardware/cluster.hpp"
+#include "hardware/collectives.hpp"
 
 namespace moesim {
 namespace {
@@ -95,12 +100,18 @@ std::string read_text(const std::string& path) {
   return buffer.str();
 }
 
-/// The kernel tables among `files` fitted into `profile` (the rest returned for the other fits).
+/// The kernel tables among `files` fitted into `profile` (the rest returned for the other fits);
+/// an NCCL table's rows of the GPU become collective samples in `collectives`, a custom
+/// all-reduce table's the samples of each engine's kernel in `custom`.
 std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files, const ClusterSpec& spec,
-                                           double holdout, HardwareCalibration& profile, nlohmann::json& report) {
+                                           double holdout, HardwareCalibration& profile, nlohmann::json& report,
+                                           calibration::Measurements& collectives,
+                                           std::map<std::string, calibration::Measurements>& custom) {
   std::vector<std::string> rest;
+  const std::string gpu_system = calibration::kernel_table_system(spec.gpu);
   std::vector<calibration::GemmTableRow> gemm;
   std::vector<calibration::AttentionTableRow> attention;
+  std::vector<calibration::DeepEpTableRow> deepep;
   for (const auto& f : files) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(f, ec)) {
@@ -114,14 +125,39 @@ std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files
     } else if (*kind == "gemm") {
       auto rows = calibration::read_gemm_table(text, f);
       gemm.insert(gemm.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+    } else if (*kind == "custom_allreduce") {
+      if (gpu_system.empty())
+        throw InputError(SourceLocation{f, 0, 0}, spec.gpu.name + " is measured in no kernel table (they hold h100_sxm and b200_sxm)");
+      for (auto& [engine, m] : calibration::read_custom_allreduce_table(text, f, gpu_system)) custom[engine].append(m);
+    } else if (*kind == "deepep_ll" || *kind == "deepep_normal") {
+      auto rows = calibration::read_deepep_table(text, f, *kind);
+      deepep.insert(deepep.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+    } else if (*kind == "nccl") {
+      if (gpu_system.empty())
+        throw InputError(SourceLocation{f, 0, 0}, spec.gpu.name + " is measured in no kernel table (they hold h100_sxm and b200_sxm)");
+      collectives.append(calibration::read_nccl_table(text, f, gpu_system));
     } else if (kind->find("attention") != std::string::npos || kind->find("mla") != std::string::npos) {
       auto rows = calibration::read_attention_table(text, f, *kind);
       attention.insert(attention.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
     } else {
-      std::cerr << Diagnostic{SourceLocation{f, 0, 0}, "skipped: a " + *kind + " kernel table, which moesim does not fit yet (gemm and attention only)", true}.to_string() << "\n";
+      std::cerr << Diagnostic{SourceLocation{f, 0, 0}, "skipped: a " + *kind + " kernel table, which moesim does not fit yet (the fused MoE layer)", true}.to_string() << "\n";
     }
   }
-  if (gemm.empty() && attention.empty()) return rest;
+  if (!collectives.collectives.empty() && holdout > 0.0) {
+    report["collectives"] = nlohmann::json::array();
+    for (const auto& s : calibration::score_collective_fits(collectives, spec, spec.gpu.name, holdout))
+      report["collectives"].push_back(calibration::score_json(s));
+  }
+  if (!custom.empty() && holdout > 0.0) {
+    report["custom_allreduce"] = nlohmann::json::array();
+    for (const auto& [engine, m] : custom)
+      for (const auto& s : calibration::score_collective_fits(m, spec, spec.gpu.name, holdout, engine)) {
+        nlohmann::json j = calibration::score_json(s);
+        j["op"] = custom_all_reduce_name(engine);
+        report["custom_allreduce"].push_back(std::move(j));
+      }
+  }
+  if (gemm.empty() && attention.empty() && deepep.empty()) return rest;
   const std::string system = calibration::kernel_table_system(spec.gpu);
   if (system.empty())
     throw InputError(SourceLocation{"--base", 0, 0}, spec.gpu.name + " is measured in no kernel table (they hold h100_sxm and b200_sxm)");
@@ -129,15 +165,19 @@ std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files
   profile.gemm_fits = calibration::fit_gemm_tables(gemm, system, spec.gpu, holdout > 0.0, &scores);
   std::vector<calibration::AttentionFitScore> attention_scores;
   profile.attention_fits = calibration::fit_attention_tables(attention, system, spec.gpu, holdout > 0.0, &attention_scores);
-  if (profile.gemm_fits.empty() && profile.attention_fits.empty())
+  if (profile.gemm_fits.empty() && profile.attention_fits.empty() && profile.deepep_fits.empty())
     throw InputError(SourceLocation{files.front(), 0, 0}, "the kernel tables hold no " + system + " rows to fit");
-  report = {{"system", system},
-            {"gpu", spec.gpu.name},
-            {"holdout", holdout > 0.0},
-            {"gemm", nlohmann::json::array()},
-            {"attention", nlohmann::json::array()}};
+  report.update({{"system", system},
+                 {"gpu", spec.gpu.name},
+                 {"holdout", holdout > 0.0},
+                 {"gemm", nlohmann::json::array()},
+                 {"attention", nlohmann::json::array()}});
   for (const auto& s : scores) report["gemm"].push_back(calibration::score_json(s));
   for (const auto& s : attention_scores) report["attention"].push_back(calibration::score_json(s));
+  std::vector<calibration::DeepEpFitScore> deepep_scores;
+  profile.deepep_fits = calibration::fit_deepep_tables(deepep, system, spec, holdout > 0.0, &deepep_scores);
+  report["deepep"] = nlohmann::json::array();
+  for (const auto& s : deepep_scores) report["deepep"].push_back(calibration::score_json(s));
   return rest;
 }
 
@@ -147,14 +187,25 @@ int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& 
                       double holdout, const std::string& kernel_report) {
   const ClusterSpec spec = calibrated_preset(base, "none");
   HardwareCalibration kernels;
-  nlohmann::json report;
-  const std::vector<std::string> others = fit_kernel_tables(files, spec, holdout, kernels, report);
-  // Kernel tables alone make a profile of kernel fits; other files add the measured curves.
-  const calibration::Measurements m = others.empty() ? calibration::Measurements{} : load_all(others, spec);
-  HardwareCalibration profile = others.empty() ? HardwareCalibration{} : calibration::fit_profile(m, spec, base, holdout);
-  if (others.empty()) profile.base = base, profile.device = spec.gpu.name, profile.holdout = holdout;
+  nlohmann::json report = nlohmann::json::object();
+  calibration::Measurements m;
+  std::map<std::string, calibration::Measurements> custom;
+  const std::vector<std::string> others = fit_kernel_tables(files, spec, holdout, kernels, report, m, custom);
+  // Kernel tables alone make a profile of kernel fits; other files (and an NCCL table) add the
+  // measured curves.
+  if (!others.empty()) m.append(load_all(others, spec));
+  const bool measured = !m.gemm.empty() || !m.collectives.empty() || !m.memcpy.empty();
+  HardwareCalibration profile = measured ? calibration::fit_profile(m, spec, base, holdout) : HardwareCalibration{};
+  if (!measured) profile.base = base, profile.device = spec.gpu.name, profile.holdout = holdout;
   profile.gemm_fits = std::move(kernels.gemm_fits);
+  // Each engine's custom all-reduce: fitted as an all-reduce, kept under the engine's name.
+  for (const auto& [engine, samples] : custom) {
+    const std::vector<char> held = calibration::held_out_samples(samples, holdout).collectives;
+    for (auto& [gpus, cal] : calibration::fit_custom_all_reduce(samples, spec, held))
+      profile.collectives[{custom_all_reduce_name(engine), CollectiveScope::kIntraNode}][gpus] = cal;
+  }
   profile.attention_fits = std::move(kernels.attention_fits);
+  profile.deepep_fits = std::move(kernels.deepep_fits);
   if (!kernel_report.empty()) {
     std::ofstream r(kernel_report);
     if (!r) throw InputError(SourceLocation{kernel_report, 0, 0}, "cannot write the kernel report");
@@ -177,7 +228,7 @@ int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& 
   std::size_t collectives = 0;
   for (const auto& [_, by_gpus] : profile.collectives) collectives += by_gpus.size();
   std::cout << "fitted " << profile.gemm_fits.size() << " GEMM kernel families, " << profile.attention_fits.size()
-            << " attention kernel families, " << profile.gemm.size() << " GEMM shapes, " << collectives << " collective curves, "
+            << " attention kernel families, " << profile.deepep_fits.size() << " DeepEP kernel fits, " << profile.gemm.size() << " GEMM shapes, " << collectives << " collective curves, "
             << profile.links.size() << " host links from " << m.gemm.size() << " GEMM, " << m.collectives.size()
             << " collective and " << m.memcpy.size() << " memcpy samples (held out " << holdout * 100
             << "%)\nwrote " << out << "\n";

@@ -286,10 +286,17 @@ int cli_cost_gemm(const std::string& gpu_name, long long m, long long n, long lo
 namespace {
 /// The cluster a collective query runs on, its arguments checked.
 Cluster collective_cluster(const std::string& kind_name, const std::string& hardware, int nodes, int gpus, double bytes,
-                           const std::string& calibration, const std::string& network_model, CollectiveKind& kind) {
+                           const std::string& calibration, const std::string& network_model, CollectiveKind& kind,
+                           const std::string& impl, const std::string& engine) {
   if (!parse_collective(kind_name.c_str(), kind))
     throw InputError(SourceLocation{"cost", 0, 0}, "unknown collective '" + kind_name +
                                                        "' (valid: allreduce, allgather, alltoall, sendrecv)");
+  if (impl != "nccl" && impl != "custom")
+    throw InputError(SourceLocation{"--impl", 0, 0}, "must be nccl or custom, got '" + impl + "'");
+  if (impl == "custom" && kind != CollectiveKind::kAllReduce)
+    throw InputError(SourceLocation{"--impl", 0, 0}, "the engines' custom kernels are all-reduces only");
+  if (engine != "trtllm" && engine != "sglang" && engine != "vllm")
+    throw InputError(SourceLocation{"--engine", 0, 0}, "engine '" + engine + "' is not one of trtllm, sglang, vllm");
   if (gpus < 1) throw InputError(SourceLocation{"--gpus", 0, 0}, "must be a positive whole number, got " + std::to_string(gpus));
   if (nodes < 0) throw InputError(SourceLocation{"--nodes", 0, 0}, "must be a positive whole number, got " + std::to_string(nodes));
   if (!std::isfinite(bytes) || bytes < 0.0)
@@ -298,6 +305,8 @@ Cluster collective_cluster(const std::string& kind_name, const std::string& hard
   cluster_presets().get(hardware, SourceLocation{"--hardware", 0, 0});
   ClusterSpec spec = calibrated_preset(hardware, calibration);
   spec.network_model = network_model;
+  spec.kernel_engine = engine;
+  spec.custom_all_reduce = impl == "custom";
   if (nodes > 0) spec.nodes = nodes;
   Cluster cluster(std::move(spec));
   if (gpus > cluster.num_gpus())
@@ -311,34 +320,48 @@ Cluster collective_cluster(const std::string& kind_name, const std::string& hard
 
 nlohmann::json collective_cost(const std::string& kind_name, const std::string& hardware, int nodes, int gpus,
                                double bytes, const std::string& calibration, const std::string& network_model,
-                               bool explain) {
+                               bool explain, const std::string& impl, const std::string& engine) {
   CollectiveKind kind;
-  const Cluster cluster = collective_cluster(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, kind);
+  const Cluster cluster =
+      collective_cluster(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, kind, impl, engine);
   const double us = ticks_to_us(collective_time(cluster, kind, gpus, bytes));
   // nccl-tests conventions: algbw = bytes / time; busbw scales by the collective's factor.
   const double algbw = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0;
   double factor = 1.0;
   if (kind == CollectiveKind::kAllReduce) factor = 2.0 * (gpus - 1) / gpus;
   if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllToAll) factor = static_cast<double>(gpus - 1) / gpus;
+  std::vector<int> members(static_cast<std::size_t>(std::max(gpus, 1)));
+  for (int i = 0; i < gpus; ++i) members[static_cast<std::size_t>(i)] = i;
+  if (kind == CollectiveKind::kSendRecv) members = {0, gpus - 1};
+  const CollectiveCalibration* cal = collective_calibration(cluster, kind, members);
+  // Which curve priced it: the engine's custom kernel, NCCL's measured curve, or the model.
+  const bool custom = cal && cal == cluster.spec().calibration->collective(custom_all_reduce_name(engine),
+                                                                           CollectiveScope::kIntraNode, gpus);
   nlohmann::json j{{"op", kind_name}, {"hardware", hardware}, {"gpus", gpus}, {"bytes", bytes},
-                   {"calibrated", !calibration.empty()},
+                   {"calibrated", cal != nullptr}, {"impl", impl}, {"engine", engine},
+                   {"calibration", cluster.spec().calibration ? (calibration.empty() ? std::string("builtin") : calibration)
+                                                              : std::string("none")},
+                   {"priced_by", custom ? "measured custom all-reduce" : cal ? "measured NCCL" : cluster.spec().collective_model},
                    {"network_model", network_model}, {"time_us", us}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}};
   if (explain) j["explain"] = explanation_json(explain_collective(cluster, kind, gpus, bytes));
   return j;
 }
 
 int cli_cost_collective(const std::string& kind_name, const std::string& hardware, int nodes, int gpus, double bytes,
-                        const std::string& calibration, const std::string& network_model, bool json, bool explain) {
-  const nlohmann::json j = collective_cost(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, json && explain);
+                        const std::string& calibration, const std::string& network_model, bool json, bool explain,
+                        const std::string& impl, const std::string& engine) {
+  const nlohmann::json j =
+      collective_cost(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, json && explain, impl, engine);
   if (json) {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << kind_name << " of " << bytes << " bytes over " << gpus << " GPUs of " << hardware << ": "
               << j["time_us"].get<double>() << " us (algbw " << j["algbw_GBps"].get<double>() << " GB/s, busbw "
-              << j["busbw_GBps"].get<double>() << " GB/s)\n";
+              << j["busbw_GBps"].get<double>() << " GB/s; " << j["priced_by"].get<std::string>() << ")\n";
     if (explain) {
       CollectiveKind kind;
-      const Cluster cluster = collective_cluster(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, kind);
+      const Cluster cluster =
+          collective_cluster(kind_name, hardware, nodes, gpus, bytes, calibration, network_model, kind, impl, engine);
       print_collective_explanation(explain_collective(cluster, kind, gpus, bytes));
     }
   }
@@ -371,7 +394,14 @@ CostCommand::CostCommand(CLI::App& app) {
     c->add_flag("--json", json_, "machine-readable output");
     c->add_flag("--explain", explain_,
                 "how the time arises: algorithm, protocol, channels, bottleneck link, efficiency, launch");
-    c->add_option("--calibration", calibration_, "hardware profile from `moesim calibrate fit`");
+    c->add_option("--calibration", calibration_,
+                  "builtin (default: NCCL and custom all-reduce curves measured on the GPU's architecture), none "
+                  "(NCCL's tuning model), or a profile from `moesim calibrate fit`");
+    c->add_option("--engine", engine_, "whose custom all-reduce --impl custom prices: trtllm (default) | sglang | vllm")
+        ->check(CLI::IsMember({"trtllm", "sglang", "vllm"}));
+    if (std::string(name) == "allreduce")
+      c->add_option("--impl", impl_, "nccl (default) | custom: the engine's one-shot/two-shot kernel within a node")
+          ->check(CLI::IsMember({"nccl", "custom"}));
     c->add_option("--network-model", network_model_, "network backend timing the flows (default: flow)")
         ->check(CLI::IsMember({"flow", "analytic"}));
     collectives_.push_back(c);
@@ -391,7 +421,7 @@ int CostCommand::run() const {
   for (auto* c : collectives_)
     if (c->parsed())
       return cli_cost_collective(c->get_name(), hardware_, nodes_, gpus_, bytes_, calibration_, network_model_, json_,
-                                 explain_);
+                                 explain_, impl_, engine_);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "app/cli/cli.hpp"
 #include "core/diagnostics.hpp"
+#include "hardware/builtin_calibration.hpp"
 #include "hardware/collectives.hpp"
 #include "hardware/deepep.hpp"
 
@@ -41,6 +42,9 @@ DeepEpCostCommand::DeepEpCostCommand(CLI::App& cost) {
                   "low-latency kernels: on = same-node peers over NVLink (PR #173, DeepEP's default at 567632d), "
                   "off = every message over RDMA (DeepEP's first release)")
         ->check(CLI::IsMember({"on", "off"}));
+    c->add_option("--calibration", calibration_,
+                  "builtin (default: DeepEP fitted to the measured tables of the GPU's architecture), none (the "
+                  "closed form with its published constants), or a profile path");
     c->add_flag("--json", json_, "machine-readable output");
     cmds_.push_back(c);
   }
@@ -60,6 +64,7 @@ int DeepEpCostCommand::run() const {
   p.ll_nvlink = ll_nvlink_ == "on";
   ClusterSpec spec = cluster_presets().get(hardware_, SourceLocation{"--hardware", 0, 0}).value;
   if (nodes_ > 0) spec.nodes = nodes_;
+  apply_calibration_choice(spec, calibration_);
   if (nvlink_GBps_ > 0) spec.nvlink_bandwidth_GBps = nvlink_GBps_;
   if (spec.nodes > 1 && (spec.nics_per_node <= 0 || spec.nic_bandwidth_Gbps <= 0))
     throw InputError(SourceLocation{"--nodes", 0, 0},
@@ -96,7 +101,8 @@ int DeepEpCostCommand::run() const {
               {"rdma_bytes", c.rdma_bytes}, {"counted_bytes", c.counted_bytes}, {"bandwidth_GBps", c.bandwidth_GBps},
               {"bandwidth_label", c.bandwidth_label}, {"bottleneck", c.bottleneck}, {"nvlink_GBps", c.nvlink_GBps},
               {"rdma_GBps", c.rdma_GBps}, {"sm_GBps", c.sm_GBps}, {"ranks_per_token", c.routing.ranks_per_token},
-              {"nodes_per_token", c.routing.nodes_per_token}});
+              {"nodes_per_token", c.routing.nodes_per_token},
+              {"priced_by", c.fitted ? "fit" : "model"}});
     if (p.kernel == DeepEpKernel::kNormal) j["sms"] = p.sms;
     else j["ll_nvlink"] = p.ll_nvlink;
   }

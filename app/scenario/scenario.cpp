@@ -406,7 +406,11 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
     read_serving_sections(root, s, src, diags, cluster_ok, wl_res, serving_res, deployment_res);
     // The kernels the engine runs price the GEMMs (hardware.calibration's fits per engine).
     const std::string& engine = s.serving.engine.name;
-    if (engine == "trtllm" || engine == "sglang" || engine == "vllm") s.hardware.kernel_engine = engine;
+    // Their tensor-parallel all-reduces run the engines' custom kernels within a node.
+    if (engine == "trtllm" || engine == "sglang" || engine == "vllm") {
+      s.hardware.kernel_engine = engine;
+      s.hardware.custom_all_reduce = true;
+    }
   } else {
     read_prefill_workload(root, s, src, diags, cluster_ok, wl_res);
   }

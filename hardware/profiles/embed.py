@@ -87,6 +87,35 @@ def main():
                     lines.append('    f.residual.%s = %s;' % (axis, cpp_list(r[key])))
             lines.append('    h.attention_fits.push_back(std::move(f));')
             lines.append('  }')
+        for fit in doc.get('deepep_fits') or []:
+            lines.append('  {')
+            lines.append('    DeepEpKernelFit f;')
+            lines.append('    f.kernel = %s;' % cpp_str(fit['kernel']))
+            lines.append('    f.op = %s;' % cpp_str(fit['op']))
+            lines.append('    f.internode = %s;' % ('true' if fit.get('internode') else 'false'))
+            lines.append('    f.system = %s;' % cpp_str(fit.get('system', '')))
+            for key in ('overhead_us', 'nvlink_efficiency', 'rdma_efficiency', 'sm_efficiency', 'fitted_median_error'):
+                lines.append('    f.%s = %s;' % (key, cpp_num(fit[key])))
+            lines.append('    f.fitted_rows = %d;' % int(fit['fitted_rows']))
+            r = fit.get('residual')
+            if r:
+                for axis, key in (('log_m', 'log_tokens'), ('log_n', 'log_hidden_topk'), ('log_k', 'log_ranks'),
+                                  ('value', 'value')):
+                    lines.append('    f.residual.%s = %s;' % (axis, cpp_list(r[key])))
+            lines.append('    h.deepep_fits.push_back(std::move(f));')
+            lines.append('  }')
+        for c in doc.get('collectives') or []:
+            scope = 'kIntraNode' if c['scope'] == 'intra' else 'kInterNode'
+            lines.append('  {')
+            lines.append('    CollectiveCalibration c;')
+            lines.append('    c.launch_us = %s;' % cpp_num(c['launch_us']))
+            if c.get('hops_in_launch'):
+                lines.append('    c.hops_in_launch = true;')
+            lines.append('    c.efficiency.x = %s;' % cpp_list(c['bytes']))
+            lines.append('    c.efficiency.y = %s;' % cpp_list(c['efficiency']))
+            lines.append('    h.collectives[{%s, CollectiveScope::%s}][%d] = std::move(c);' % (
+                cpp_str(c['op']), scope, int(c['gpus'])))
+            lines.append('  }')
         lines.append('  return h;')
         lines.append('}')
         lines.append('')

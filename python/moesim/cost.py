@@ -73,3 +73,35 @@ def dispatch(hardware, tokens, hidden, top_k, experts, **options):
 def combine(hardware, tokens, hidden, top_k, experts, **options):
     """One expert-parallel combine (`moesim cost combine --json`); options as dispatch's."""
     return _deepep("combine", hardware, tokens, hidden, top_k, experts, options)
+
+
+def _verb(op, gpu, required, options):
+    from . import _cli, _flags
+    options = dict(options)
+    explain = options.pop("explain", False)  # a bare CLI flag
+    args = ["cost", op, "--gpu", gpu] + _flags(required) + _flags(options) + ["--json"] + (["--explain"] if explain else [])
+    return json.loads(_cli(args))
+
+
+def moe(gpu, tokens, hidden, inter, top_k, experts, **options):
+    """One GPU's fused MoE layer at the loads its experts get (`moesim cost moe --json`). Options:
+    tp, ep, dtype (bf16, fp16, fp8, fp8-block, nvfp4), distribution ("balanced" or
+    "power-law:ALPHA"), engine, calibration, explain."""
+    return _verb("moe", gpu, {"tokens": int(tokens), "hidden": int(hidden), "inter": int(inter), "top_k": int(top_k),
+                              "experts": int(experts)}, options)
+
+
+def attention(gpu, phase, batch, seq, heads, kv_heads, head_dim, **options):
+    """One GPU's MHA/GQA attention core (`moesim cost attention --json`): `phase` "prefill"
+    (prompts of `seq` tokens) or "decode" (one token over `seq` cached). Options: window, dtype,
+    kv_dtype, engine, calibration, explain."""
+    return _verb("attention", gpu, {"phase": phase, "batch": int(batch), "seq": int(seq), "heads": int(heads),
+                                    "kv_heads": int(kv_heads), "head_dim": int(head_dim)}, options)
+
+
+def mla(gpu, phase, batch, seq, heads, **options):
+    """One GPU's MLA attention core with DeepSeek's dimensions (`moesim cost mla --json`).
+    Options: kv_dtype, engine, calibration, explain."""
+    return _verb("mla", gpu, {"phase": phase, "batch": int(batch), "seq": int(seq), "heads": int(heads)},
+                 options)
+

@@ -27,7 +27,7 @@ HardwareCalibration uniform_collectives(double eff, double launch_us) {
   HardwareCalibration h;
   h.base = "dgx-a100";
   for (const char* op : {"all_reduce", "all_gather", "all_to_all", "send_recv"})
-    for (int g : {2, 4, 8}) h.collectives[{op, CollectiveScope::kIntraNode}][g] = {launch_us, {{1.0}, {eff}}};
+    for (int g : {2, 4, 8}) h.collectives[{op, CollectiveScope::kIntraNode}][g] = {launch_us, false, {{1.0}, {eff}}};
   return h;
 }
 

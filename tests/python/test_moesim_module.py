@@ -131,7 +131,18 @@ def test_cost_queries_are_the_cli_json():
                       "--network-model", "analytic", "--json")
         got = getattr(moesim.cost, kind)("2x-dgx-h100", 16, 8 << 20, network_model="analytic")
         assert got == json.loads(printed.stdout), kind
+    attention = cli("cost", "attention", "--gpu", "H100-SXM-80GB", "--phase", "decode", "--batch", "8", "--seq", "4096",
+                    "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--kv-dtype", "fp8", "--json", "--explain")
+    assert moesim.cost.attention("H100-SXM-80GB", "decode", 8, 4096, 32, 8, 128, kv_dtype="fp8",
+                                 explain=True) == json.loads(attention.stdout)
+    mla = cli("cost", "mla", "--gpu", "B200-180GB", "--phase", "prefill", "--batch", "2", "--seq", "2048", "--heads", "16",
+              "--json")
+    assert moesim.cost.mla("B200-180GB", "prefill", 2, 2048, 16) == json.loads(mla.stdout)
+    moe = cli("cost", "moe", "--gpu", "H100-SXM-80GB", "--tokens", "256", "--hidden", "4096", "--inter", "14336",
+              "--top-k", "2", "--experts", "8", "--distribution", "power-law:1.2", "--json")
+    assert moesim.cost.moe("H100-SXM-80GB", 256, 4096, 14336, 2, 8, distribution="power-law:1.2") == json.loads(moe.stdout)
     for bad in (lambda: moesim.cost.gemm("H100-SXM-80GB", 0, 1, 1), lambda: moesim.cost.alltoall("dgx-h100", 99, 1),
+                lambda: moesim.cost.attention("H100-SXM-80GB", "decode", 8, 4096, 32, 5, 128),
                 lambda: moesim.cost.allreduce("dgx-h100", 8, float("nan")), lambda: moesim.cost.gemm("no-such-gpu", 1, 1, 1)):
         with pytest.raises(moesim.ScenarioError):
             bad()
