@@ -29,7 +29,8 @@ std::vector<long> version_numbers(const std::string& v) {
   long cur = -1;
   for (char ch : v) {
     if (ch >= '0' && ch <= '9') {
-      cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
+      // Past 15 digits a version number is no version: stop growing rather than overflow.
+      if (cur < 100000000000000L) cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
     } else if (cur >= 0) {
       out.push_back(cur);
       cur = -1;

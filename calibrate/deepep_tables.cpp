@@ -143,7 +143,9 @@ std::vector<DeepEpTableRow> read_deepep_table(const std::string& text, const std
     std::vector<long> out;
     long cur = -1;
     for (char ch : v + ".") {
-      if (ch >= '0' && ch <= '9') cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
+      if (ch >= '0' && ch <= '9') {
+        if (cur < 100000000000000L) cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');  // no overflow
+      }
       else if (cur >= 0) out.push_back(cur), cur = -1;
     }
     return out;
