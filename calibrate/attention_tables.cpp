@@ -25,19 +25,6 @@ bool table_dtype(std::string_view s, DType& out) {
   return true;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
-}
-
 }  // namespace
 
 std::vector<AttentionTableRow> read_attention_table(const std::string& text, const std::string& path,
@@ -284,38 +271,25 @@ std::vector<AttentionKernelFit> fit_attention_tables(const std::vector<Attention
     std::vector<double> log_res;
     for (const auto& s : train) log_res.push_back(s.log_time - std::log(fit.seconds(s.terms, peak, bw, gpu.sm_count, true)));
     fit.residual = residual_grid(train, log_res);
-    std::vector<double> train_err, held_err, phys_err, sheet_err, sheet_signed;
+    HeldOutErrors errors;
     for (std::size_t j = 0; j < all.size(); ++j) {
       const double measured = std::exp(all[j].log_time);
-      const double e = std::abs(fit.seconds(all[j].terms, peak, bw, gpu.sm_count) / measured - 1.0) * 100.0;
+      const double fitted = fit.seconds(all[j].terms, peak, bw, gpu.sm_count);
       if (!held[all[j].row]) {
-        train_err.push_back(e);
+        errors.add_train(fitted, measured);
         continue;
       }
-      held_err.push_back(e);
-      phys_err.push_back(std::abs(fit.seconds(all[j].terms, peak, bw, gpu.sm_count, true) / measured - 1.0) * 100.0);
-      const double sheet = datasheet.kernel_seconds(ops[j]) / measured - 1.0;
-      sheet_err.push_back(std::abs(sheet) * 100.0);
-      sheet_signed.push_back(sheet * 100.0);
+      errors.add_held(fitted, fit.seconds(all[j].terms, peak, bw, gpu.sm_count, true), datasheet.kernel_seconds(ops[j]),
+                      measured);
     }
     fit.fitted_rows = static_cast<int>(train.size());
-    fit.fitted_median_error = median(train_err);
+    fit.fitted_median_error = errors.train_median();
     if (scores) {
       AttentionFitScore s;
+      static_cast<HeldOutScore&>(s) = errors.score();
       s.family = fit.family;
       s.compute = fit.compute_dtype;
       s.kv = fit.kv_dtype;
-      s.train_rows = static_cast<int>(train_err.size());
-      s.held_rows = static_cast<int>(held_err.size());
-      s.train_median = median(train_err);
-      s.held_median = median(held_err);
-      double sum = 0;
-      for (double e : held_err) sum += e;
-      s.held_mean = held_err.empty() ? 0.0 : sum / static_cast<double>(held_err.size());
-      s.held_p90 = percentile(held_err, 0.9);
-      s.physics_held_median = median(phys_err);
-      s.datasheet_held_median = median(sheet_err);
-      s.datasheet_signed_median = median(sheet_signed);
       scores->push_back(s);
     }
     fits.push_back(std::move(fit));
@@ -324,18 +298,11 @@ std::vector<AttentionKernelFit> fit_attention_tables(const std::vector<Attention
 }
 
 nlohmann::json score_json(const AttentionFitScore& s) {
-  return {{"family", attention_family_name(s.family)},
-          {"compute_dtype", dtype_name(s.compute)},
-          {"kv_dtype", dtype_name(s.kv)},
-          {"train_rows", s.train_rows},
-          {"held_rows", s.held_rows},
-          {"train_median_pct", s.train_median},
-          {"held_median_pct", s.held_median},
-          {"held_mean_pct", s.held_mean},
-          {"held_p90_pct", s.held_p90},
-          {"physics_held_median_pct", s.physics_held_median},
-          {"datasheet_held_median_pct", s.datasheet_held_median},
-          {"datasheet_signed_median_pct", s.datasheet_signed_median}};
+  nlohmann::json j = held_out_json(s, "datasheet");
+  j.update({{"family", attention_family_name(s.family)},
+            {"compute_dtype", dtype_name(s.compute)},
+            {"kv_dtype", dtype_name(s.kv)}});
+  return j;
 }
 
 }  // namespace moesim::calibration

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calibrate/held_out_score.hpp"
 #include "hardware/attention_kernel_fit.hpp"
 #include "hardware/gpu_spec.hpp"
 #include "sim/work.hpp"
@@ -44,13 +45,10 @@ Op attention_row_op(const AttentionTableRow& row);
 /// 6, 10, ...; never the last) is held out; a row is held out when its length or its heads are.
 std::vector<char> held_out_attention_rows(const std::vector<AttentionTableRow>& rows);
 
-/// Errors of one fit on its rows, in percent of the measured time.
-struct AttentionFitScore {
+/// Errors of one fit on its rows; the reference is the datasheet roofline.
+struct AttentionFitScore : HeldOutScore {
   AttentionFamily family = AttentionFamily::kMhaDecode;
   DType compute = DType::kBf16, kv = DType::kBf16;
-  int train_rows = 0, held_rows = 0;
-  double train_median = 0, held_median = 0, held_mean = 0, held_p90 = 0;
-  double physics_held_median = 0, datasheet_held_median = 0, datasheet_signed_median = 0;
 };
 
 /// Fits every (family, compute, KV dtype) of `rows` measured on `system` for `gpu`; with

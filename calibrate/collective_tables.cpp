@@ -10,37 +10,6 @@
 #include "hardware/collectives.hpp"
 
 namespace moesim::calibration {
-namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-}  // namespace
-
-namespace {
-
-// "1.3.0rc20" < "1.3.0rc10"? Compared as the numbers in it, in order: (1, 3, 0, 20) > (1, 3, 0, 10).
-std::vector<long> version_numbers(const std::string& v) {
-  std::vector<long> out;
-  long cur = -1;
-  for (char ch : v) {
-    if (ch >= '0' && ch <= '9') {
-      // Past 15 digits a version number is no version: stop growing rather than overflow.
-      if (cur < 100000000000000L) cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
-    } else if (cur >= 0) {
-      out.push_back(cur);
-      cur = -1;
-    }
-  }
-  if (cur >= 0) out.push_back(cur);
-  return out;
-}
-
-}  // namespace
 
 Measurements read_nccl_table(const std::string& text, const std::string& path, const std::string& system) {
   CsvTable table(text, path, "nccl table",
@@ -179,7 +148,7 @@ std::map<int, CollectiveCalibration> fit_custom_all_reduce(const Measurements& m
     CollectiveCalibration cal;
     cal.launch_us = launch;
     cal.hops_in_launch = true;
-    for (auto& [bytes, e] : eta) {
+    for (const auto& [bytes, e] : eta) {
       cal.efficiency.x.push_back(bytes);
       cal.efficiency.y.push_back(median(e));
     }
@@ -209,46 +178,30 @@ std::vector<CollectiveFitScore> score_collective_fits(const Measurements& m, con
   for (std::size_t i = 0; i < m.collectives.size(); ++i) groups[{m.collectives[i].op, m.collectives[i].gpus}].push_back(i);
   std::vector<CollectiveFitScore> scores;
   for (const auto& [key, idx] : groups) {
+    HeldOutErrors errors;
+    for (std::size_t i : idx) {
+      const CollectiveSample& c = m.collectives[i];
+      const auto a = fitted.us(c);
+      if (!a) continue;
+      if (!held.collectives[i]) {
+        errors.add_train(*a, c.time_us);
+      } else if (const auto b = model.us(c)) {
+        errors.add_held(*a, -1.0, *b, c.time_us);  // a measured curve has no separate physics
+      }
+    }
     CollectiveFitScore s;
+    static_cast<HeldOutScore&>(s) = errors.score();
     s.op = key.first;
     s.gpus = key.second;
-    std::vector<double> err, model_err, model_signed;
-    for (std::size_t i : idx) {
-      if (!held.collectives[i]) {
-        ++s.train_rows;
-        continue;
-      }
-      const CollectiveSample& c = m.collectives[i];
-      const auto a = fitted.us(c), b = model.us(c);
-      if (!a || !b) continue;
-      err.push_back(std::abs(*a / c.time_us - 1.0) * 100.0);
-      model_err.push_back(std::abs(*b / c.time_us - 1.0) * 100.0);
-      model_signed.push_back((*b / c.time_us - 1.0) * 100.0);
-    }
-    s.held_rows = static_cast<int>(err.size());
-    s.held_median = median(err);
-    double sum = 0.0;
-    for (double e : err) sum += e;
-    s.held_mean = err.empty() ? 0.0 : sum / static_cast<double>(err.size());
-    std::sort(err.begin(), err.end());
-    s.held_p90 = err.empty() ? 0.0 : err[std::min(err.size() - 1, static_cast<std::size_t>(0.9 * static_cast<double>(err.size())))];
-    s.model_held_median = median(model_err);
-    s.model_signed_median = median(model_signed);
     scores.push_back(s);
   }
   return scores;
 }
 
 nlohmann::json score_json(const CollectiveFitScore& s) {
-  return {{"op", s.op},
-          {"gpus", s.gpus},
-          {"train_rows", s.train_rows},
-          {"held_rows", s.held_rows},
-          {"held_median_pct", s.held_median},
-          {"held_mean_pct", s.held_mean},
-          {"held_p90_pct", s.held_p90},
-          {"model_held_median_pct", s.model_held_median},
-          {"model_signed_median_pct", s.model_signed_median}};
+  nlohmann::json j = held_out_json(s, "model");
+  j.update({{"op", s.op}, {"gpus", s.gpus}});
+  return j;
 }
 
 }  // namespace moesim::calibration

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calibrate/held_out_score.hpp"
 #include "calibrate/measurements.hpp"
 #include "hardware/cluster.hpp"
 
@@ -35,13 +36,11 @@ std::map<std::string, Measurements> read_custom_allreduce_table(const std::strin
 std::map<int, CollectiveCalibration> fit_custom_all_reduce(const Measurements& m, const ClusterSpec& base,
                                                            const std::vector<char>& held);
 
-/// Errors of the calibrated collectives on their held-out sizes, per (op, GPU count), in percent.
-struct CollectiveFitScore {
+/// Errors of the calibrated collectives per (op, GPU count); the reference is the uncalibrated
+/// model (NCCL's tuning).
+struct CollectiveFitScore : HeldOutScore {
   std::string op;
   int gpus = 0;
-  int train_rows = 0, held_rows = 0;
-  double held_median = 0, held_mean = 0, held_p90 = 0;
-  double model_held_median = 0, model_signed_median = 0;  ///< the uncalibrated model (NCCL's tuning)
 };
 
 /// Fits `m`'s collectives with `fraction` of each (op, GPUs) group's sizes held out

@@ -7,9 +7,23 @@
 #include <cstdlib>
 
 namespace moesim::calibration {
-namespace {
 
-std::vector<std::string_view> split(std::string_view line) {
+std::vector<long> version_numbers(const std::string& v) {
+  std::vector<long> out;
+  long cur = -1;
+  for (char ch : v) {
+    if (ch >= '0' && ch <= '9') {
+      if (cur < 100000000000000L) cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
+    } else if (cur >= 0) {
+      out.push_back(cur);
+      cur = -1;
+    }
+  }
+  if (cur >= 0) out.push_back(cur);
+  return out;
+}
+
+std::vector<std::string_view> split_csv_line(std::string_view line) {
   std::vector<std::string_view> out;
   while (true) {
     const auto c = line.find(',');
@@ -22,6 +36,8 @@ std::vector<std::string_view> split(std::string_view line) {
   return out;
 }
 
+namespace {
+
 std::string_view first_line(std::string_view text) { return text.substr(0, text.find('\n')); }
 
 }  // namespace
@@ -30,7 +46,7 @@ CsvTable::CsvTable(const std::string& text, std::string path, std::string kind, 
     : text_(text), path_(std::move(path)), kind_(std::move(kind)), need_(need) {
   const std::string_view all(text_);
   const std::string_view header_line = first_line(all);
-  const auto header = split(header_line);
+  const auto header = split_csv_line(header_line);
   columns_ = header.size();
   for (const auto& name : need_) {
     const auto it = std::find(header.begin(), header.end(), name);
@@ -47,7 +63,7 @@ bool CsvTable::next() {
     rest_.remove_prefix(std::min(rest_.size(), line_text_.size() + 1));
     ++line_;
     if (line_text_.find_first_not_of(" \r\t") == std::string_view::npos) continue;
-    cells_ = split(line_text_);
+    cells_ = split_csv_line(line_text_);
     if (cells_.size() != columns_) {
       bad_.push_back({SourceLocation{path_, line_, 1}, "expected " + std::to_string(columns_) + " cells, found " +
                                                            std::to_string(cells_.size())});

@@ -11,6 +11,13 @@
 
 namespace moesim::calibration {
 
+/// One line's cells (split at commas, trailing spaces and CR dropped).
+std::vector<std::string_view> split_csv_line(std::string_view line);
+
+/// The numbers in a version string, in order, for comparing versions: "1.3.0rc20" is (1, 3, 0,
+/// 20), newer than "1.3.0rc10". A run of more than 15 digits stops growing (no version has one).
+std::vector<long> version_numbers(const std::string& v);
+
 /// The rows of one CSV text under named columns.
 class CsvTable {
  public:

@@ -16,19 +16,6 @@
 namespace moesim::calibration {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
-}
-
 // One (row, op) priced by the closed form: what the fit's formula reads.
 struct Sample {
   DeepEpCost cost;  ///< bytes and nominal rates (uncalibrated)
@@ -139,21 +126,10 @@ std::vector<DeepEpTableRow> read_deepep_table(const std::string& text, const std
   table.finish(seen.size());
   // Per (system, nodes) the newest SGLang/DeepEP build measured there (the tables hold two; the
   // older alone has the multi-node rows).
-  const auto numbers = [](const std::string& v) {
-    std::vector<long> out;
-    long cur = -1;
-    for (char ch : v + ".") {
-      if (ch >= '0' && ch <= '9') {
-        if (cur < 100000000000000L) cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');  // no overflow
-      }
-      else if (cur >= 0) out.push_back(cur), cur = -1;
-    }
-    return out;
-  };
   std::map<std::pair<std::string, int>, std::string> newest;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::string& n = newest[{rows[i].system, rows[i].nodes}];
-    if (n.empty() || numbers(versions[i]) > numbers(n)) n = versions[i];
+    if (n.empty() || version_numbers(versions[i]) > version_numbers(n)) n = versions[i];
   }
   std::vector<DeepEpTableRow> kept;
   for (std::size_t i = 0; i < rows.size(); ++i)
@@ -249,37 +225,21 @@ std::vector<DeepEpKernelFit> fit_deepep_tables(const std::vector<DeepEpTableRow>
     std::vector<double> log_res;
     for (const auto& s : train) log_res.push_back(std::log(s.measured_us / fitted_us(fit, s.cost)));
     fit.residual = residual_grid(train, log_res);
-    std::vector<double> train_err, held_err, phys_err, model_err, model_signed;
+    HeldOutErrors errors;
     for (const auto& s : all) {
       const double physics = fitted_us(fit, s.cost);
-      const double e = std::abs(physics * fit.residual_factor(s.tokens, s.hidden_topk, s.ranks) / s.measured_us - 1.0) * 100.0;
-      if (!held[s.row]) {
-        train_err.push_back(e);
-        continue;
-      }
-      held_err.push_back(e);
-      phys_err.push_back(std::abs(physics / s.measured_us - 1.0) * 100.0);
-      model_err.push_back(std::abs(s.cost.time_us / s.measured_us - 1.0) * 100.0);
-      model_signed.push_back((s.cost.time_us / s.measured_us - 1.0) * 100.0);
+      const double fitted = physics * fit.residual_factor(s.tokens, s.hidden_topk, s.ranks);
+      if (held[s.row]) errors.add_held(fitted, physics, s.cost.time_us, s.measured_us);
+      else errors.add_train(fitted, s.measured_us);
     }
     fit.fitted_rows = static_cast<int>(train.size());
-    fit.fitted_median_error = median(train_err);
+    fit.fitted_median_error = errors.train_median();
     if (scores) {
       DeepEpFitScore sc;
+      static_cast<HeldOutScore&>(sc) = errors.score();
       sc.kernel = fit.kernel;
       sc.op = fit.op;
       sc.internode = fit.internode;
-      sc.train_rows = static_cast<int>(train_err.size());
-      sc.held_rows = static_cast<int>(held_err.size());
-      sc.train_median = median(train_err);
-      sc.held_median = median(held_err);
-      double sum = 0;
-      for (double e : held_err) sum += e;
-      sc.held_mean = held_err.empty() ? 0.0 : sum / static_cast<double>(held_err.size());
-      sc.held_p90 = percentile(held_err, 0.9);
-      sc.physics_held_median = median(phys_err);
-      sc.model_held_median = median(model_err);
-      sc.model_signed_median = median(model_signed);
       scores->push_back(sc);
     }
     fits.push_back(std::move(fit));
@@ -288,18 +248,9 @@ std::vector<DeepEpKernelFit> fit_deepep_tables(const std::vector<DeepEpTableRow>
 }
 
 nlohmann::json score_json(const DeepEpFitScore& s) {
-  return {{"kernel", s.kernel},
-          {"op", s.op},
-          {"internode", s.internode},
-          {"train_rows", s.train_rows},
-          {"held_rows", s.held_rows},
-          {"train_median_pct", s.train_median},
-          {"held_median_pct", s.held_median},
-          {"held_mean_pct", s.held_mean},
-          {"held_p90_pct", s.held_p90},
-          {"physics_held_median_pct", s.physics_held_median},
-          {"model_held_median_pct", s.model_held_median},
-          {"model_signed_median_pct", s.model_signed_median}};
+  nlohmann::json j = held_out_json(s, "model");
+  j.update({{"kernel", s.kernel}, {"op", s.op}, {"internode", s.internode}});
+  return j;
 }
 
 }  // namespace moesim::calibration

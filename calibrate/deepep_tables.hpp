@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calibrate/held_out_score.hpp"
 #include "hardware/cluster.hpp"
 #include "hardware/deepep_kernel_fit.hpp"
 
@@ -32,13 +33,10 @@ std::vector<DeepEpTableRow> read_deepep_table(const std::string& text, const std
 /// counts are sorted and every fourth from the third on (never the last) is held out.
 std::vector<char> held_out_deepep_rows(const std::vector<DeepEpTableRow>& rows);
 
-/// Errors of one fit on its held-out rows, in percent of the measured time.
-struct DeepEpFitScore {
+/// Errors of one fit; the reference is the closed form with its published constants.
+struct DeepEpFitScore : HeldOutScore {
   std::string kernel, op;
   bool internode = false;
-  int train_rows = 0, held_rows = 0;
-  double train_median = 0, held_median = 0, held_mean = 0, held_p90 = 0;
-  double physics_held_median = 0, model_held_median = 0, model_signed_median = 0;
 };
 
 /// Fits every (kernel, op, scope) of `rows` measured on `system`, each row priced on `base` (a

@@ -12,24 +12,14 @@
 
 #include <Eigen/Dense>
 
+#include "calibrate/levenberg_marquardt.hpp"
+
+#include "calibrate/csv_table.hpp"
 #include "core/diagnostics.hpp"
 #include "hardware/cost_model.hpp"
 
 namespace moesim::calibration {
 namespace {
-
-std::vector<std::string_view> cells(std::string_view line) {
-  std::vector<std::string_view> out;
-  while (true) {
-    const auto c = line.find(',');
-    std::string_view cell = line.substr(0, c);
-    while (!cell.empty() && (cell.back() == '\r' || cell.back() == ' ')) cell.remove_suffix(1);
-    out.push_back(cell);
-    if (c == std::string_view::npos) break;
-    line.remove_prefix(c + 1);
-  }
-  return out;
-}
 
 std::string_view first_line(std::string_view text) { return text.substr(0, text.find('\n')); }
 
@@ -51,11 +41,11 @@ bool has_all(const std::vector<std::string_view>& header, std::initializer_list<
 }  // namespace
 
 std::optional<std::string> kernel_table_kind(const std::string& text) {
-  const auto h = cells(first_line(text));
+  const auto h = split_csv_line(first_line(text));
   const auto op_is = [&](std::string_view name) {
     // The op_name of the first data row tells attention tables apart (same columns).
     const std::string_view rest = std::string_view(text).substr(std::min(text.size(), first_line(text).size() + 1));
-    const auto row = cells(first_line(rest));
+    const auto row = split_csv_line(first_line(rest));
     for (std::size_t i = 0; i < h.size() && i < row.size(); ++i)
       if (h[i] == "op_name") return row[i] == name;
     return false;
@@ -76,7 +66,7 @@ std::optional<std::string> kernel_table_kind(const std::string& text) {
 std::vector<GemmTableRow> read_gemm_table(const std::string& text, const std::string& path) {
   const std::string_view all(text);
   const std::string_view header_line = first_line(all);
-  const auto header = cells(header_line);
+  const auto header = split_csv_line(header_line);
   const std::vector<std::string_view> need = {"system", "backend", "kernel_source", "gemm_dtype", "m", "n", "k", "latency_ms"};
   std::vector<std::size_t> at;
   for (auto name : need) {
@@ -93,7 +83,7 @@ std::vector<GemmTableRow> read_gemm_table(const std::string& text, const std::st
     const std::string_view line = first_line(rest);
     rest.remove_prefix(std::min(rest.size(), line.size() + 1));
     if (line.find_first_not_of(" \r\t") == std::string_view::npos) continue;
-    const auto c = cells(line);
+    const auto c = split_csv_line(line);
     const auto where = [&](std::size_t col) { return SourceLocation{path, number, column_of(line, at[col])}; };
     if (c.size() != header.size()) {
       bad.push_back({SourceLocation{path, number, 1},
@@ -178,10 +168,9 @@ std::vector<char> held_out_rows(const std::vector<GemmTableRow>& rows) {
 namespace {
 
 constexpr int kParams = 5;
-using Params = Eigen::Matrix<double, kParams, 1>;
 
 // Unconstrained coordinates → the fit's parameters, each kept in its physical range.
-void apply(const Params& x, GemmKernelFit& f) {
+void apply(const Eigen::VectorXd& x, GemmKernelFit& f) {
   f.compute_efficiency = std::clamp(std::exp(x[0]), 0.02, 1.5);
   f.memory_efficiency = std::clamp(std::exp(x[1]), 0.02, 1.5);
   f.sm_bandwidth_GBps = std::clamp(std::exp(x[2]), 1.0, 1e4);
@@ -193,63 +182,6 @@ struct Sample {
   GemmTerms terms;
   double log_time = 0.0;  ///< log seconds
 };
-
-Eigen::VectorXd residuals(const Params& x, GemmKernelFit f, const std::vector<Sample>& s, double peak, double bw) {
-  apply(x, f);
-  Eigen::VectorXd r(static_cast<Eigen::Index>(s.size()));
-  for (std::size_t i = 0; i < s.size(); ++i)
-    r[static_cast<Eigen::Index>(i)] = std::log(f.seconds(s[i].terms, peak, bw, true)) - s[i].log_time;
-  return r;
-}
-
-// Levenberg-Marquardt from `x`, forward-difference Jacobian; returns the sum of squares.
-double levenberg_marquardt(Params& x, const GemmKernelFit& f, const std::vector<Sample>& s, double peak, double bw) {
-  Eigen::VectorXd r = residuals(x, f, s, peak, bw);
-  double sse = r.squaredNorm();
-  double lambda = 1e-3;
-  for (int iter = 0; iter < 200; ++iter) {
-    Eigen::MatrixXd J(r.size(), kParams);
-    for (int p = 0; p < kParams; ++p) {
-      Params xp = x;
-      xp[p] += 1e-6;
-      J.col(p) = (residuals(xp, f, s, peak, bw) - r) / 1e-6;
-    }
-    const Eigen::Matrix<double, kParams, kParams> A = J.transpose() * J;
-    const Params g = J.transpose() * r;
-    bool improved = false;
-    for (int tries = 0; tries < 20 && !improved; ++tries) {
-      Eigen::Matrix<double, kParams, kParams> D = A;
-      for (int p = 0; p < kParams; ++p) D(p, p) += lambda * std::max(A(p, p), 1e-12);
-      const Params step = D.ldlt().solve(-g);
-      const Params xn = x + step;
-      const Eigen::VectorXd rn = residuals(xn, f, s, peak, bw);
-      if (rn.allFinite() && rn.squaredNorm() < sse) {
-        const double gain = sse - rn.squaredNorm();
-        x = xn, r = rn, sse = rn.squaredNorm();
-        lambda = std::max(lambda / 3.0, 1e-9);
-        improved = true;
-        if (gain < 1e-12 * std::max(1.0, sse)) return sse;
-      } else {
-        lambda *= 4.0;
-      }
-    }
-    if (!improved) break;
-  }
-  return sse;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
-}
 
 // The median log(measured / physics) at each measured (m, n, k) of the fit's rows. A grid point
 // without a row takes the median residual of its m (the rows of a table are a full grid, so
@@ -315,51 +247,45 @@ std::vector<GemmKernelFit> fit_gemm_tables(const std::vector<GemmTableRow>& rows
       }
     }
     if (train.size() < 2 * kParams) continue;  // too few rows to fit five parameters
+    const auto residuals = [&](const Eigen::VectorXd& x) {
+      GemmKernelFit f = fit;
+      apply(x, f);
+      Eigen::VectorXd r(static_cast<Eigen::Index>(train.size()));
+      for (std::size_t i = 0; i < train.size(); ++i)
+        r[static_cast<Eigen::Index>(i)] = std::log(f.seconds(train[i].terms, peak, bw, true)) - train[i].log_time;
+      return r;
+    };
     // Two starts (compute- and memory-dominated guesses); the better end wins.
     double best = INFINITY;
-    Params best_x;
-    for (const Params& start : {Params(std::log(0.7), std::log(0.8), std::log(50.0), std::log(5.0), std::log(2.0)),
-                                Params(std::log(0.5), std::log(0.6), std::log(500.0), std::log(10.0), std::log(0.5))}) {
-      Params x = start;
-      const double sse = levenberg_marquardt(x, fit, train, peak, bw);
+    Eigen::VectorXd best_x;
+    for (const auto& start : {std::vector<double>{0.7, 0.8, 50.0, 5.0, 2.0}, std::vector<double>{0.5, 0.6, 500.0, 10.0, 0.5}}) {
+      Eigen::VectorXd x(kParams);
+      for (int p = 0; p < kParams; ++p) x[p] = std::log(start[static_cast<std::size_t>(p)]);
+      const double sse = levenberg_marquardt(x, residuals);
       if (sse < best) best = sse, best_x = x;
     }
     apply(best_x, fit);
     std::vector<double> log_res;
     for (const auto& s : train) log_res.push_back(s.log_time - std::log(fit.seconds(s.terms, peak, bw, true)));
     fit.residual = residual_grid(train_rows, log_res);
-    std::vector<double> train_err, held_err, phys_err, sheet_err, sheet_signed;
+    HeldOutErrors errors;
     for (const auto& [row, t] : all) {
       const double measured = row->time_us * 1e-6;
-      const double e = std::abs(fit.seconds(t, peak, bw) / measured - 1.0) * 100.0;
       if (!held[static_cast<std::size_t>(row - rows.data())]) {
-        train_err.push_back(e);
+        errors.add_train(fit.seconds(t, peak, bw), measured);
         continue;
       }
-      held_err.push_back(e);
-      phys_err.push_back(std::abs(fit.seconds(t, peak, bw, true) / measured - 1.0) * 100.0);
-      const double sheet = datasheet.kernel_seconds(make_gemm("gemm", row->m, row->n, row->k, dt)) / measured - 1.0;
-      sheet_err.push_back(std::abs(sheet) * 100.0);
-      sheet_signed.push_back(sheet * 100.0);
+      errors.add_held(fit.seconds(t, peak, bw), fit.seconds(t, peak, bw, true),
+                      datasheet.kernel_seconds(make_gemm("gemm", row->m, row->n, row->k, dt)), measured);
     }
     fit.fitted_rows = static_cast<int>(train.size());
-    fit.fitted_median_error = median(train_err);
+    fit.fitted_median_error = errors.train_median();
     if (scores) {
       GemmFitScore s;
+      static_cast<HeldOutScore&>(s) = errors.score();
       s.engine = fit.engine;
       s.kernel_source = fit.kernel_source;
       s.family = fit.family;
-      s.train_rows = static_cast<int>(train_err.size());
-      s.held_rows = static_cast<int>(held_err.size());
-      s.train_median = median(train_err);
-      s.held_median = median(held_err);
-      double sum = 0;
-      for (double e : held_err) sum += e;
-      s.held_mean = held_err.empty() ? 0.0 : sum / static_cast<double>(held_err.size());
-      s.held_p90 = percentile(held_err, 0.9);
-      s.physics_held_median = median(phys_err);
-      s.datasheet_held_median = median(sheet_err);
-      s.datasheet_signed_median = median(sheet_signed);
       scores->push_back(s);
     }
     fits.push_back(std::move(fit));
@@ -368,18 +294,9 @@ std::vector<GemmKernelFit> fit_gemm_tables(const std::vector<GemmTableRow>& rows
 }
 
 nlohmann::json score_json(const GemmFitScore& s) {
-  return {{"engine", s.engine},
-          {"family", gemm_family_name(s.family)},
-          {"kernel_source", s.kernel_source},
-          {"train_rows", s.train_rows},
-          {"held_rows", s.held_rows},
-          {"train_median_pct", s.train_median},
-          {"held_median_pct", s.held_median},
-          {"held_mean_pct", s.held_mean},
-          {"held_p90_pct", s.held_p90},
-          {"physics_held_median_pct", s.physics_held_median},
-          {"datasheet_held_median_pct", s.datasheet_held_median},
-          {"datasheet_signed_median_pct", s.datasheet_signed_median}};
+  nlohmann::json j = held_out_json(s, "datasheet");
+  j.update({{"engine", s.engine}, {"family", gemm_family_name(s.family)}, {"kernel_source", s.kernel_source}});
+  return j;
 }
 
 }  // namespace moesim::calibration

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calibrate/held_out_score.hpp"
 #include "hardware/gemm_kernel_fit.hpp"
 #include "hardware/gpu_spec.hpp"
 
@@ -44,14 +45,10 @@ std::string kernel_table_system(const GpuSpec& gpu);
 std::vector<char> held_out_rows(const std::vector<GemmTableRow>& rows);
 
 /// Errors of one (engine, family) on its rows, in percent of the measured time.
-struct GemmFitScore {
+/// The reference is today's uncalibrated roofline (the datasheet).
+struct GemmFitScore : HeldOutScore {
   std::string engine, kernel_source;
   GemmFamily family = GemmFamily::kBf16;
-  int train_rows = 0, held_rows = 0;
-  double train_median = 0, held_median = 0, held_mean = 0, held_p90 = 0;
-  double physics_held_median = 0;    ///< the fitted physics without its residual table
-  double datasheet_held_median = 0;  ///< today's uncalibrated roofline
-  double datasheet_signed_median = 0;  ///< its median signed error (negative: too fast)
 };
 
 /// Fits every (engine, family) of `rows` measured on `system` (other systems' rows are skipped)
