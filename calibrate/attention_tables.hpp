@@ -37,7 +37,8 @@ std::vector<AttentionTableRow> read_attention_table(const std::string& text, con
 /// The attention core op (models/operators.cpp) the row's kernel computes: MHA/GQA with the
 /// row's heads, KV heads, head_dim and window; MLA with DeepSeek-V3's dimensions (the collector's:
 /// kv_lora_rank 512, rope 64, nope 128, v 128), decompressed in prefill and over the latent cache
-/// in decode. Decode rows are one new token over `length` cached ones.
+/// in decode. Decode rows are one new token over `length` cached ones. `moesim cost attention`
+/// and `mla` price exactly this op.
 Op attention_row_op(const AttentionTableRow& row);
 
 /// The held-out rule, fixed before any fit: within each (family, compute, KV dtype), the

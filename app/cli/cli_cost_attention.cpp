@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.hpp"
+#include "calibrate/attention_tables.hpp"
 #include "core/diagnostics.hpp"
 #include "hardware/builtin_calibration.hpp"
 #include "hardware/cluster.hpp"
 #include "hardware/cost_model.hpp"
-#include "models/operators.hpp"
 
 namespace moesim {
 namespace {
@@ -44,33 +44,25 @@ nlohmann::json attention_cost(const AttentionCostArgs& a) {
   if (static_cast<double>(a.batch) * static_cast<double>(a.seq) > std::ldexp(1.0, 36))
     throw InputError(SourceLocation{"--seq", 0, 0}, "batch x seq must be at most 2^36 tokens");
   check_range("--heads", a.heads, 1, 1 << 12);
-  ModelSpec m;
-  AttentionSpec& at = m.attention;
-  at.heads = static_cast<int>(a.heads);
-  if (a.mla) {
-    at.kind = AttentionKind::kMla;
-    at.kv_heads = at.heads;
-    // DeepSeek-V3's MLA (config.json): the dimensions the tables were measured at.
-    at.q_lora_rank = 1536;
-    at.kv_lora_rank = 512;
-    at.qk_nope_head_dim = 128;
-    at.qk_rope_head_dim = 64;
-    at.v_head_dim = 128;
-    m.hidden = 7168;
-  } else {
+  // The query is a row of the attention tables: the same op the fits were fitted to.
+  calibration::AttentionTableRow row;
+  row.family = a.mla ? (decode ? AttentionFamily::kMlaDecode : AttentionFamily::kMlaPrefill)
+                     : (decode ? AttentionFamily::kMhaDecode : AttentionFamily::kMhaPrefill);
+  row.batch = a.batch;
+  row.length = a.seq;
+  row.heads = a.heads;
+  if (!a.mla) {
     check_range("--kv-heads", a.kv_heads, 1, a.heads);
     if (a.heads % a.kv_heads != 0)
       throw InputError(SourceLocation{"--kv-heads", 0, 0}, "must divide --heads (" + std::to_string(a.heads) + ")");
     check_range("--head-dim", a.head_dim, 1, 1024);
     check_range("--window", a.window, 0, 1 << 24);
-    at.kind = a.kv_heads == a.heads ? AttentionKind::kMha : AttentionKind::kGqa;
-    at.kv_heads = static_cast<int>(a.kv_heads);
-    at.head_dim = static_cast<int>(a.head_dim);
-    at.window = a.window;
-    m.hidden = a.heads * a.head_dim;
+    row.kv_heads = a.kv_heads;
+    row.head_dim = a.head_dim;
+    row.window = a.window;
   }
-  m.dtype = checked_dtype(a.dtype, "--dtype");
-  m.kv_dtype = checked_dtype(a.kv_dtype, "--kv-dtype");
+  row.compute = checked_dtype(a.dtype, "--dtype");
+  row.kv = checked_dtype(a.kv_dtype, "--kv-dtype");
   if (a.engine != "trtllm" && a.engine != "sglang" && a.engine != "vllm")
     throw InputError(SourceLocation{"--engine", 0, 0}, "engine '" + a.engine + "' is not one of trtllm, sglang, vllm");
   ClusterSpec spec;
@@ -81,11 +73,7 @@ nlohmann::json attention_cost(const AttentionCostArgs& a) {
   ComputeCostModel model(spec.gpu, ComputeEfficiency{}, spec.calibration);
   model.select_kernels(a.engine);
 
-  const SeqChunk chunk = decode ? SeqChunk{1, a.seq} : SeqChunk{a.seq, 0};
-  const std::vector<SeqChunk> seqs(static_cast<std::size_t>(a.batch), chunk);
-  Op core;
-  for (Op& op : attention_step_ops(m, seqs))
-    if (op.kind == OpKind::kAttention) core = std::move(op);
+  const Op core = calibration::attention_row_op(row);
   const AttentionKernelFit* fit = model.attention_fit(core);
   const double kernel_us = model.kernel_seconds(core) * 1e6;
   nlohmann::json j{{"op", a.mla ? "mla" : "attention"},
