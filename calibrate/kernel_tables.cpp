@@ -286,8 +286,12 @@ std::vector<GemmKernelFit> fit_gemm_tables(const std::vector<GemmTableRow>& rows
       s.engine = fit.engine;
       s.kernel_source = fit.kernel_source;
       s.family = fit.family;
+      if (fit.overhead_us > kMaxGemmKernelOverheadUs)
+        s.refused = "host time, not a kernel's: a fixed cost of " + std::to_string(static_cast<int>(fit.overhead_us)) +
+                    " us at every shape; priced by another engine's " + gemm_family_name(fit.family) + " kernel";
       scores->push_back(s);
     }
+    if (fit.overhead_us > kMaxGemmKernelOverheadUs) continue;
     fits.push_back(std::move(fit));
   }
   return fits;
@@ -296,6 +300,7 @@ std::vector<GemmKernelFit> fit_gemm_tables(const std::vector<GemmTableRow>& rows
 nlohmann::json score_json(const GemmFitScore& s) {
   nlohmann::json j = held_out_json(s, "datasheet");
   j.update({{"engine", s.engine}, {"family", gemm_family_name(s.family)}, {"kernel_source", s.kernel_source}});
+  if (!s.refused.empty()) j["refused"] = s.refused;
   return j;
 }
 

@@ -44,16 +44,27 @@ std::string kernel_table_system(const GpuSpec& gpu);
 /// measured range, so a held-out shape is interpolated between measured ones.
 std::vector<char> held_out_rows(const std::vector<GemmTableRow>& rows);
 
+/// The largest fixed cost a GEMM table's fit may have and still be a GPU kernel's time. Every
+/// kernel of the shipped tables fits 2–16 us (launch, prologue, epilogue, the activation's
+/// quantisation); vLLM 0.24's fp8-block tables fit 55–180 us, flat from m = 1 to m = 8,192 on
+/// shapes that SGLang's DeepGEMM (the same library) runs in 7–16 us: host work inside the timed
+/// region, which a served step under CUDA graphs does not pay. Such a fit is refused, and the
+/// engine's GEMMs of that family are priced by another engine's kernel of the family
+/// (HardwareCalibration::gemm_fit's fallback).
+inline constexpr double kMaxGemmKernelOverheadUs = 50.0;
+
 /// Errors of one (engine, family) on its rows, in percent of the measured time.
 /// The reference is today's uncalibrated roofline (the datasheet).
 struct GemmFitScore : HeldOutScore {
   std::string engine, kernel_source;
   GemmFamily family = GemmFamily::kBf16;
+  std::string refused;  ///< why the fit is left out of the profile; "" when it is kept
 };
 
 /// Fits every (engine, family) of `rows` measured on `system` (other systems' rows are skipped)
 /// for `gpu`. With `holdout`, rows of held_out_rows are left out of the fit and scored;
-/// `scores`, when given, receives one score per fit.
+/// `scores`, when given, receives one score per fit. A fit whose fixed cost exceeds
+/// kMaxGemmKernelOverheadUs is scored (with its reason in `refused`) but not returned.
 std::vector<GemmKernelFit> fit_gemm_tables(const std::vector<GemmTableRow>& rows, const std::string& system,
                                            const GpuSpec& gpu, bool holdout, std::vector<GemmFitScore>* scores = nullptr);
 

@@ -172,7 +172,12 @@ std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files
                  {"holdout", holdout > 0.0},
                  {"gemm", nlohmann::json::array()},
                  {"attention", nlohmann::json::array()}});
-  for (const auto& s : scores) report["gemm"].push_back(calibration::score_json(s));
+  for (const auto& s : scores) {
+    report["gemm"].push_back(calibration::score_json(s));
+    if (!s.refused.empty())
+      std::cerr << "moesim: warning: " << system << " " << s.engine << " " << gemm_family_name(s.family)
+                << " GEMM table (" << s.kernel_source << ") not fitted: " << s.refused << "\n";
+  }
   for (const auto& s : attention_scores) report["attention"].push_back(calibration::score_json(s));
   std::vector<calibration::DeepEpFitScore> deepep_scores;
   profile.deepep_fits = calibration::fit_deepep_tables(deepep, system, spec, holdout > 0.0, &deepep_scores);

@@ -113,10 +113,18 @@ TEST(KernelTables, GemmFitsMeetTheirTargetOnHeldOutShapes) {
                                        {"b200_sxm", "B200-180GB"}}) {
     std::vector<GemmFitScore> scores;
     const auto fits = fit_gemm_tables(shipped_rows(), system, gpu(preset), true, &scores);
-    ASSERT_EQ(fits.size(), scores.size());
-    EXPECT_GE(fits.size(), 9u) << system;  // bf16, fp8, fp8-block per engine (and nvfp4 on B200)
+    // vLLM's fp8-block tables are host-bound (kMaxGemmKernelOverheadUs): scored, refused.
+    const auto refused = std::count_if(scores.begin(), scores.end(), [](const auto& s) { return !s.refused.empty(); });
+    EXPECT_EQ(refused, 1) << system;
+    ASSERT_EQ(fits.size() + static_cast<std::size_t>(refused), scores.size());
+    EXPECT_GE(fits.size(), 8u) << system;  // bf16, fp8, fp8-block per engine (and nvfp4 on B200)
     for (const auto& s : scores) {
       SCOPED_TRACE(std::string(system) + " " + s.engine + " " + gemm_family_name(s.family));
+      if (!s.refused.empty()) {
+        EXPECT_EQ(s.engine, "vllm");
+        EXPECT_EQ(s.family, GemmFamily::kFp8Block);
+        continue;
+      }
       EXPECT_LE(s.train_median, 8.0);
       EXPECT_LE(s.held_median, 8.0);
       EXPECT_LT(s.held_median, s.reference_held_median);
@@ -147,6 +155,35 @@ TEST(KernelTables, BuiltinProfilesAreAFitOfTheCarriedTable) {
     ASSERT_EQ(yaml.gemm_fits.size(), builtin->gemm_fits.size());
     EXPECT_NEAR(yaml.gemm_fits[0].memory_efficiency, builtin->gemm_fits[0].memory_efficiency, 1e-9);
   }
+}
+
+// A table whose every shape takes the same ~150 us is host time, not a kernel's: the fit is
+// refused, and the engine's GEMMs of that family are priced by another engine's kernel.
+TEST(KernelTables, HostBoundTablesAreRefusedAndPricedByAnotherEngine) {
+  std::vector<GemmTableRow> rows;
+  for (const char* engine : {"sglang", "vllm"})
+    for (std::int64_t m : {1, 4, 16, 64, 256, 1024, 4096})
+      for (std::int64_t n : {1024, 2048, 4096, 8192})
+        for (std::int64_t k : {1024, 4096, 7168}) {
+          GemmTableRow r;
+          r.system = "h100_sxm", r.engine = engine, r.kernel_source = engine, r.family = GemmFamily::kFp8Block;
+          r.m = m, r.n = n, r.k = k;
+          const double kernel_us = 5.0 + 2.0 * static_cast<double>(m * n * k) / 1.2e15 * 1e6 +
+                                   static_cast<double>(n * k) / 3.35e12 * 1e6 / 0.7;
+          r.time_us = std::string(engine) == "vllm" ? 150.0 + 0.01 * kernel_us : kernel_us;
+          rows.push_back(r);
+        }
+  std::vector<GemmFitScore> scores;
+  const auto fits = fit_gemm_tables(rows, "h100_sxm", gpu("H100-SXM-80GB"), false, &scores);
+  ASSERT_EQ(scores.size(), 2u);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].engine, "sglang");
+  EXPECT_TRUE(scores[0].refused.empty());
+  EXPECT_NE(scores[1].refused.find("host time"), std::string::npos) << scores[1].refused;
+  HardwareCalibration h;
+  h.gemm_fits = fits;
+  ASSERT_NE(h.gemm_fit("vllm", GemmFamily::kFp8Block), nullptr);
+  EXPECT_EQ(h.gemm_fit("vllm", GemmFamily::kFp8Block)->engine, "sglang");
 }
 
 // The fitted formula, with no residual: laws of its physics.
