@@ -19,7 +19,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test deps configure build bench papers validate profiles plots sanitize fuzz clean
+.PHONY: run test deps configure build bench papers validate validate-all profiles plots sanitize fuzz clean
 
 run: build
 	./$(BUILD)/moesim run scenarios/quickstart.yaml
@@ -72,9 +72,22 @@ papers: build
 # validation/serving/measurements.csv (generated into validation/serving/scenarios/), each run once
 # (outputs in results/validation/), then the per-case table validation/serving/results.md and the
 # summary block of docs/validation.md (median |error| per metric against the issue's targets).
+# Then the measured serving points (data/kernels/serving_points.csv, issue 48): every point becomes a
+# scenario or a listed reason (results/validation-points/), and a stratified sample (two points of every
+# model x system x engine x mode, fixed by a seed) runs; `make validate-all` runs every point.
+POINTS = data/kernels/serving_points.csv
 validate: build
 	python3 validation/kernels/kernel_table.py --moesim ./$(BUILD)/moesim
 	python3 validation/serving/make_scenarios.py && python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim
+	python3 validation/serving/make_scenarios.py --points $(POINTS)
+	python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim --cases results/validation-points/cases.json \
+		--sample --results-dir results/validation-points/runs --results-md validation/serving/points_sample.md \
+		--doc-block points-sample
+
+validate-all: build
+	python3 validation/serving/make_scenarios.py --points $(POINTS)
+	python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim --cases results/validation-points/cases.json \
+		--results-dir results/validation-points/runs --results-md validation/serving/points_all.md --doc-block points-all
 
 # The built-in kernel profiles (hardware/profiles/*.yaml, compiled into moesim): every GEMM and
 # attention family and every NCCL collective of data/kernels/ fitted on all its rows, for H100 and

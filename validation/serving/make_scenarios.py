@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -466,11 +467,61 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
     return case, emit(doc, head)
 
 
+POINTS_PER_GROUP = 2
+POINTS_SEED = 48
+
+
+def write_points(args) -> int:
+    """--points: every point of the file as a case in OUT/cases.json, the expressible ones as
+    OUT/scenarios/<id>.yaml, a stratified sample marked; stale scenarios removed."""
+    from points import points_cases
+    out = args.out.resolve()
+    scen_dir = out / "scenarios"
+    rel = str(scen_dir.relative_to(ROOT)) if scen_dir.is_relative_to(ROOT) else str(scen_dir)
+    points = args.points.resolve()
+    named = os.path.relpath(points, ROOT) if points.is_relative_to(ROOT.parent) else str(points)
+    cases, scenarios = points_cases(args.points, named, rel, args.per_group, args.seed)
+    if len({c["id"] for c in cases}) != len(cases):
+        print(f"{args.points}:1:1: error: two points' ids give the same case id", file=sys.stderr)
+        return 2
+    scen_dir.mkdir(parents=True, exist_ok=True)
+    existing = {p.name for p in scen_dir.glob("*.yaml")}
+    for name in sorted(existing - set(scenarios)):
+        (scen_dir / name).unlink()
+    for name, text in sorted(scenarios.items()):
+        path = scen_dir / name
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+    (out / "cases.json").write_text(json.dumps({
+        "generated_by": "validation/serving/make_scenarios.py --points", "points": named,
+        "sample_rule": {"per_group": args.per_group, "seed": args.seed}, "cases": cases}, indent=1) + "\n")
+    skipped = [c for c in cases if "skip_reason" in c]
+    print(f"{len(cases)} points -> {len(scenarios)} scenarios in {rel}/ ({sum(c['sample'] for c in cases)} in the "
+          f"sample), {len(skipped)} listed with a reason")
+    reasons: dict[str, int] = {}
+    for c in skipped:
+        for r in c["skip_reason"].split("; "):
+            reasons[r] = reasons.get(r, 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:5d}  {reason}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--csv", type=Path, default=CSV_PATH)
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if the outputs are out of date")
+    ap.add_argument("--points", type=Path, metavar="FILE",
+                    help="a file of measured serving points (the serving_points.csv format) instead of --csv")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "validation-points",
+                    help="with --points: where cases.json and scenarios/ go (default results/validation-points)")
+    ap.add_argument("--per-group", type=int, default=POINTS_PER_GROUP,
+                    help=f"with --points: points per (model, system, engine, mode) in the sample make validate "
+                         f"runs (default {POINTS_PER_GROUP})")
+    ap.add_argument("--seed", type=int, default=POINTS_SEED, help=f"with --points: the sample's seed ({POINTS_SEED})")
     args = ap.parse_args()
+    if args.points:
+        return write_points(args)
 
     with args.csv.open(newline="") as f:
         rows = list(csv.DictReader(f))

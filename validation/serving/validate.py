@@ -40,7 +40,8 @@ TARGETS = {
     "ttft_mean": 25.0,
     "ttft_p99": 25.0,
 }
-TARGET_NAMES = {10.0: "output throughput <= 10%", 15.0: "TPOT <= 15%", 25.0: "TTFT <= 25%"}
+# Issue 48's targets for files of measured points (make_scenarios.py --points).
+POINT_TARGETS = {"tpot_mean": 10.0, "ttft_mean": 20.0, "output_throughput": 10.0}
 METRIC_ORDER = ["output_throughput", "output_throughput_per_gpu", "total_token_throughput",
                 "total_token_throughput_per_gpu", "output_throughput_per_user", "request_latency_mean",
                 "tpot_mean", "tpot_p99", "ttft_mean", "ttft_p99"]
@@ -98,7 +99,9 @@ def run_case(moesim: str, case: dict, out_dir: str, timeout: float | None) -> di
     ok = rc == 0 and (ROOT / out_dir / "result.json").is_file()
     if rc == 0 and not ok:
         first = "no result.json written"
-    return {"id": case["id"], "ok": ok, "rc": rc, "seconds": time.monotonic() - t0,
+    # Exit 2 is moesim refusing the scenario with a located error: a point it cannot express
+    # (listed with that reason), not a failure of the run.
+    return {"id": case["id"], "ok": ok, "rc": rc, "refused": rc == 2, "seconds": time.monotonic() - t0,
             "error": first or f"exit status {rc}"}
 
 
@@ -127,8 +130,9 @@ def table(header: list[str], rows: list[list[object]]) -> list[str]:
     return out
 
 
-def summary(records: list[dict]) -> list[str]:
-    """Median and mean |error| per metric, per model (and GPU) and over all of them, beside the targets."""
+def summary(records: list[dict], targets: dict) -> list[str]:
+    """Median and mean |error| per metric, per group (model and GPU; for points model, system, engine
+    and mode) and over all of them, beside the targets."""
     groups: dict[tuple[str, str], list[float]] = {}
     for r in records:
         if r["error"] is None:
@@ -144,7 +148,7 @@ def summary(records: list[dict]) -> list[str]:
                 continue  # the same numbers again
             errs = groups[(metric, model)]
             med, mean = statistics.median(errs), statistics.fmean(errs)
-            target = TARGETS.get(metric)
+            target = targets.get(metric)
             met = "" if target is None else ("yes" if med <= target else "no")
             name = f"**{model}**" if model == "all models" else model
             rows.append([metric, name, len(errs), f"{med:.1f}", f"{mean:.1f}",
@@ -153,20 +157,21 @@ def summary(records: list[dict]) -> list[str]:
                   "met (median)"], rows)
 
 
-def write_readme(summary_lines: list[str], counts: str) -> None:
+def write_readme(summary_lines: list[str], counts: str, begin: str = BEGIN, end: str = END,
+                 results_link: str = "../validation/serving/results.md", regenerate: str = "make validate") -> None:
     if not README.is_file():
         print(f"warning: {README} not found; validation page not updated", file=sys.stderr)
         return
     text = README.read_text()
-    if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
-        print(f"warning: docs/validation.md lacks the markers {BEGIN} ... {END}; validation page not updated", file=sys.stderr)
+    if begin not in text or end not in text or text.index(begin) > text.index(end):
+        print(f"warning: docs/validation.md lacks the markers {begin} ... {end}; validation page not updated", file=sys.stderr)
         return
-    block = "\n".join([BEGIN, "", counts, "",
+    block = "\n".join([begin, "", counts, "",
                        "Median and mean |error| of moesim against the measured runs (per case: "
-                       "[validation/serving/results.md](../validation/serving/results.md); "
-                       "regenerate with `make validate`):", "", *summary_lines, "", END])
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
+                       f"[{results_link.split('../', 1)[-1]}]({results_link}); "
+                       f"regenerate with `{regenerate}`):", "", *summary_lines, "", end])
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
     new = head + block + tail
     if new != text:
         README.write_text(new)
@@ -185,6 +190,13 @@ def main() -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="keep a case's result.json when it is newer than its scenario and the binary")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per run (default: none)")
+    ap.add_argument("--sample", action="store_true",
+                    help="only the cases make_scenarios.py --points marked as the stratified sample")
+    ap.add_argument("--results-md", type=Path, default=None,
+                    help="the per-case table (default validation/serving/results.md; for points, beside cases.json)")
+    ap.add_argument("--doc-block", default=None, metavar="NAME",
+                    help="the docs/validation.md block to rewrite, between <!-- NAME:begin --> and <!-- NAME:end --> "
+                         "(default: validation; for points, none unless given)")
     args = ap.parse_args()
 
     moesim = str(Path(args.moesim).resolve()) if os.sep in args.moesim else args.moesim
@@ -192,7 +204,10 @@ def main() -> int:
         print(f"error: {args.moesim} is not an executable (build it: make build)", file=sys.stderr)
         return 2
     doc = json.loads(args.cases.read_text())
-    cases = [c for c in doc["cases"] if not args.only or re.search(args.only, c["id"])]
+    points = "--points" in doc.get("generated_by", "")
+    targets = POINT_TARGETS if points else TARGETS
+    cases = [c for c in doc["cases"] if (not args.only or re.search(args.only, c["id"])) and
+             (not args.sample or c.get("sample"))]
     if not cases:
         print(f"error: no case matches {args.only!r}", file=sys.stderr)
         return 2
@@ -223,12 +238,15 @@ def main() -> int:
                 tag = "ok" if s["ok"] else f"FAILED: {s['error']}"
                 print(f"[{i}/{len(to_run)}] {s['id']}: {tag} ({s['seconds']:.1f} s)", file=sys.stderr)
 
-    records, failed, version = [], [], None
+    records, failed, refused, version = [], [], [], None
     for c in cases:
         reason, metrics = c.get("skip_reason", ""), None
         if not reason:
             st = status.get(c["id"])
-            if st and not st["ok"]:
+            if st and st.get("refused"):
+                reason = f"refused by moesim: {st['error']}"
+                refused.append(c["id"])
+            elif st and not st["ok"]:
                 reason = f"run failed: {st['error']}"
                 failed.append(c["id"])
             else:
@@ -242,7 +260,7 @@ def main() -> int:
         for metric, measured in c["measured"].items():
             sim, note = (None, "") if metrics is None else simulated(metric, metrics, c)
             err = (sim - measured) / measured * 100.0 if sim is not None and measured else None
-            model = f"{re.split(r' *[(]', c['model'])[0]}, {c['gpu_short']}"
+            model = c.get("group") or f"{re.split(r' *[(]', c['model'])[0]}, {c['gpu_short']}"
             records.append({"case": c, "metric": metric, "model": model, "measured": measured, "sim": sim,
                             "error": err, "reason": reason or note})
 
@@ -257,28 +275,42 @@ def main() -> int:
                      f"{r['error']:+.1f}" if r["error"] is not None else "", r["reason"]])
     n_cases, n_skip = len(cases), sum("skip_reason" in c for c in cases)
     n_cmp = sum(r["error"] is not None for r in records)
-    counts = (f"{n_cases} measured configurations ({len(records)} metric rows): {n_cases - n_skip} simulated, "
-              f"{n_skip} skipped (moesim cannot express them yet), {len(failed)} failed runs; "
+    counts = (f"{n_cases} measured {'points' if points else 'configurations'} ({len(records)} metric rows): "
+              f"{n_cases - n_skip - len(refused)} simulated, {n_skip + len(refused)} listed with a reason ({n_skip} "
+              f"before running, {len(refused)} refused by moesim), {len(failed)} failed runs; "
               f"{n_cmp} metric rows compared.")
-    summ = summary(records)
+    summ = summary(records, targets)
     ver = f"moesim {version['version']} ({version['commit']})" if version else "moesim"
-    lines = ["# Validation: moesim against measured MoE serving runs", "",
-             "Generated by `validation/serving/validate.py` (`make validate`) from `cases.json` and the runs under "
-             f"`{args.results_dir}/`; do not edit by hand. Measurements and their provenance: "
-             "[measurements.csv](measurements.csv), [MANIFEST.md](MANIFEST.md); how the cases are built: "
-             "[../README.md](../README.md).", "",
-             f"{counts} Simulated with {ver}. Error = (moesim - measured) / measured. Targets (issue 25): "
-             "output throughput <= 10%, TPOT <= 15%, TTFT <= 25% (met when the median |error| is within).", "",
+    if points:
+        intro = [f"Generated by `validation/serving/validate.py` from `{args.cases.name}` (`make_scenarios.py --points "
+                 f"{doc.get('points')}`) and the runs under `{args.results_dir}/`; do not edit by hand. The points' "
+                 "provenance: ../shared/data/kernels/MANIFEST.md; how a point becomes a scenario: "
+                 "validation/serving/points.py.", "",
+                 f"{counts} Simulated with {ver}. Error = (moesim - measured) / measured. Targets (issue 48): "
+                 "TPOT <= 10%, TTFT <= 20% (met when the median |error| is within).", ""]
+    else:
+        intro = ["Generated by `validation/serving/validate.py` (`make validate`) from `cases.json` and the runs under "
+                 f"`{args.results_dir}/`; do not edit by hand. Measurements and their provenance: "
+                 "[measurements.csv](measurements.csv), [MANIFEST.md](MANIFEST.md); how the cases are built: "
+                 "[../README.md](../README.md).", "",
+                 f"{counts} Simulated with {ver}. Error = (moesim - measured) / measured. Targets (issue 25): "
+                 "output throughput <= 10%, TPOT <= 15%, TTFT <= 25% (met when the median |error| is within).", ""]
+    lines = ["# Validation: moesim against measured MoE serving runs", "", *intro,
              "## Summary", "", *summ, "", "## Every case and metric", "",
              *table(["case", "engine", "model", "GPUs", "deployment", "ISL/OSL", "concurrency", "metric", "measured",
                      "moesim", "error %", "reason / note"], rows), ""]
-    out_md = RESULTS_MD if not args.only else ROOT / args.results_dir / "results.md"
+    out_md = args.results_md or (args.cases.parent / "results.md" if points else RESULTS_MD)
+    if args.only:
+        out_md = ROOT / args.results_dir / "results.md"
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text("\n".join(lines))
     print(f"wrote {out_md.relative_to(ROOT)}", file=sys.stderr)
     print("\n".join([counts, "", *summ]))
-    if not args.no_readme and not args.only:
-        write_readme(summ, counts)
+    block = args.doc_block or (None if points else "validation")
+    if block and not args.no_readme and not args.only:
+        write_readme(summ, counts, f"<!-- {block}:begin -->", f"<!-- {block}:end -->",
+                     "../" + os.path.relpath(out_md, ROOT) if out_md.is_relative_to(ROOT) else str(out_md),
+                     "make validate-all" if points and not args.sample else "make validate")
     if failed:
         print(f"{len(failed)} runs failed: {', '.join(failed)}", file=sys.stderr)
         return 1

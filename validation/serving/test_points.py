@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Tests of the points pipeline (issue 48): a malformed points file is a located error (exit 2); a
+point of each mode becomes the scenario the rule says; a point moesim cannot express is listed with
+its reason; a file the project has never seen goes through make_scenarios.py --points unchanged and
+its scenarios validate; every point of the shipped file is a case.
+
+    python3 validation/serving/test_points.py [--moesim build/moesim]
+"""
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+import points as P  # noqa: E402
+
+HEADER = list(P.REQUIRED) + ["pp_size", "batch_size"] + [f"{p}{f}" for p in ("prefill_", "decode_")
+                                                          for f in P.POOL_FIELDS]
+MOESIM = None
+
+
+def point(**kw) -> dict:
+    row = {c: "" for c in HEADER}
+    row.update({"id": "p1", "backend": "trtllm", "backend_version": "1.2.0", "model_path": "deepseek-ai/DeepSeek-R1",
+                "system": "b200_sxm", "precision": "fp8", "mode": "agg", "isl": "1024", "osl": "256",
+                "gemm_quant_mode": "fp8_block", "moe_quant_mode": "fp8_block", "tp_size": "8",
+                "attention_dp_size": "1", "moe_tp_size": "1", "moe_ep_size": "8", "pp_size": "1",
+                "silicon_ttft_ms": "120.5", "silicon_tpot_ms": "14.2", "concurrency": "32"})
+    row.update({k: str(v) for k, v in kw.items()})
+    return row
+
+
+def write(rows: list[dict], header=HEADER) -> Path:
+    f = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, newline="")
+    w = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    f.close()
+    return Path(f.name)
+
+
+def case_of(**kw) -> tuple[dict, str | None]:
+    row = dict(point(**kw), _line=2)
+    return P.point_case(row, "t.csv", "scen")
+
+
+class MalformedFiles(unittest.TestCase):
+    def error(self, path: Path) -> str:
+        with self.assertRaises(P.PointsError) as e:
+            P.read_points(path)
+        return str(e.exception)
+
+    def test_missing_column_is_located_on_the_header(self):
+        path = write([point()], [c for c in HEADER if c != "silicon_tpot_ms"])
+        self.assertRegex(self.error(path), rf"^{path}:1:1: error: missing column 'silicon_tpot_ms'")
+
+    def test_bad_cells_are_located_at_their_line_and_column(self):
+        col = HEADER.index("silicon_ttft_ms") + 1
+        path = write([point(), point(id="p2", silicon_ttft_ms="-3")])
+        self.assertRegex(self.error(path), rf"^{path}:3:{col}: error: silicon_ttft_ms '-3'")
+        col = HEADER.index("concurrency") + 1
+        path = write([point(concurrency="0")])
+        self.assertRegex(self.error(path), rf"^{path}:2:{col}: error: concurrency '0'")
+        path = write([point(osl="1e400")])
+        self.assertIn(":2:", self.error(path))
+        path = write([point(), point()])
+        self.assertIn("the same id as line 2", self.error(path))
+
+    def test_the_cli_exits_2_with_the_location(self):
+        path = write([point(isl="twelve")])
+        with tempfile.TemporaryDirectory() as out:
+            p = subprocess.run([sys.executable, str(HERE / "make_scenarios.py"), "--points", str(path), "--out", out],
+                               capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertRegex(p.stderr, rf"{path}:2:\d+: error: isl 'twelve'")
+
+
+class Rules(unittest.TestCase):
+    def test_an_aggregated_point_is_its_deployment_and_load(self):
+        case, text = case_of(tp_size=1, attention_dp_size=8, moe_tp_size=1, moe_ep_size=8, concurrency=64)
+        self.assertIsNotNone(text, case.get("skip_reason"))
+        self.assertIn("deployment: {tensor_parallel: 1, data_parallel: 8, expert_parallel: true}", text)
+        self.assertIn("arrival: {process: closed, clients: 64}", text)
+        self.assertIn(f"requests: {P.REQUESTS_PER_CLIENT * 64}", text)
+        self.assertIn("prompt_tokens: 1024", text)
+        self.assertIn("output_tokens: 256", text)
+        self.assertIn("engine: trtllm", text)
+        self.assertIn("policy: static-ep", text)
+        self.assertEqual(case["measured"], {"ttft_mean": 120.5, "tpot_mean": 14.2})
+        self.assertEqual(case["num_gpus"], 8)
+        self.assertEqual(case["group"], "DeepSeek-R1, b200_sxm, trtllm, agg")
+
+    def test_tensor_parallel_experts_and_moe_ep_inside_the_group(self):
+        _, text = case_of(moe_tp_size=8, moe_ep_size=1)
+        self.assertIn("expert_parallel: false}", text)
+        self.assertIn("policy: tp-experts", text)
+        _, text = case_of(moe_tp_size=2, moe_ep_size=4)
+        self.assertIn("expert_parallel: false, moe_expert_parallel: 4}", text)
+
+    def test_a_disaggregated_point_has_two_pools(self):
+        case, text = case_of(mode="disagg", tp_size="", attention_dp_size="", moe_tp_size="", moe_ep_size="",
+                             prefill_num_workers=1, prefill_tp_size=1, prefill_attention_dp_size=8,
+                             prefill_moe_tp_size=1, prefill_moe_ep_size=8, decode_num_workers=2, decode_tp_size=1,
+                             decode_attention_dp_size=8, decode_moe_tp_size=1, decode_moe_ep_size=8)
+        self.assertIsNotNone(text, case.get("skip_reason"))
+        self.assertIn("prefill: {gpus: 8, tensor_parallel: 1, data_parallel: 8, expert_parallel: true, instances: 1}",
+                      text)
+        self.assertIn("decode: {gpus: 16, tensor_parallel: 1, data_parallel: 8, expert_parallel: true, instances: 2}",
+                      text)
+        self.assertIn("hardware: {preset: dgx-b200, nodes: 3}", text)
+        self.assertEqual(case["num_gpus"], 24)
+
+    def test_checkpoint_precisions(self):
+        _, text = case_of(gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4")
+        self.assertIn("model: {preset: deepseek-r1, dtype: nvfp4}", text)
+        _, text = case_of(gemm_quant_mode="fp8", moe_quant_mode="nvfp4")
+        self.assertIn("model: {preset: deepseek-r1, dtype: fp8, expert_dtype: nvfp4}", text)
+        _, text = case_of(model_path="openai/gpt-oss-120b", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+                          moe_tp_size=8, moe_ep_size=1)
+        self.assertIn("model: {preset: gpt-oss-120b}", text)  # its own MXFP4 checkpoint
+
+    def test_what_cannot_be_expressed_is_listed_with_its_reason(self):
+        for kw, reason in [({"model_path": "acme/Unknown-1T"}, "model acme/Unknown-1T: unknown"),
+                           ({"model_path": "zhipuai/GLM-5"}, "DeepSeek Sparse Attention"),
+                           ({"system": "gb300_nvl72"}, "system gb300_nvl72: unknown"),
+                           ({"backend": "lmdeploy"}, "engine lmdeploy: unknown"),
+                           ({"gemm_quant_mode": "int4_wo", "moe_quant_mode": "int4_wo"}, "weight-only int4"),
+                           ({"concurrency": ""}, "no concurrency"),
+                           ({"pp_size": 2}, "pipeline parallelism"),
+                           ({"attention_dp_size": 4, "tp_size": 2, "moe_tp_size": 8, "moe_ep_size": 1},
+                            "across attention DP4"),
+                           ({"mode": "spec"}, "mode 'spec'")]:
+            case, text = case_of(**kw)
+            self.assertIsNone(text, kw)
+            self.assertIn(reason, case["skip_reason"], kw)
+            self.assertIn("measured", case)  # listed, never dropped
+
+    def test_the_sample_takes_every_group(self):
+        cases = [case_of(id=f"p{i}", backend=b, concurrency=c)[0] for i, (b, c) in
+                 enumerate((b, c) for b in ("trtllm", "sglang", "vllm") for c in (1, 2, 4, 8))]
+        for c, i in zip(cases, range(len(cases))):
+            c["id"] = f"p{i}"
+        chosen = P.stratified_sample(cases, 2, 48)
+        self.assertEqual(len(chosen), 6)
+        self.assertEqual(chosen, P.stratified_sample(cases, 2, 48))
+        self.assertEqual({c["group"] for c in cases if c["id"] in chosen}, {c["group"] for c in cases})
+
+
+class Files(unittest.TestCase):
+    def test_an_unseen_file_runs_through_unchanged(self):
+        path = write([point(), point(id="p2", model_path="meta-llama/Llama-3.1-8B-Instruct"),
+                      point(id="p3", backend="sglang", concurrency=4, isl=128, osl=16)])
+        with tempfile.TemporaryDirectory() as out:
+            p = subprocess.run([sys.executable, str(HERE / "make_scenarios.py"), "--points", str(path), "--out", out],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            doc = json.loads((Path(out) / "cases.json").read_text())
+            self.assertEqual(len(doc["cases"]), 3)
+            self.assertEqual(sum("scenario" in c for c in doc["cases"]), 2)
+            self.assertIn("dense LlamaForCausalLM", next(c for c in doc["cases"] if c["id"] == "p2")["skip_reason"])
+            if MOESIM:
+                for c in doc["cases"]:
+                    if "scenario" in c:
+                        v = subprocess.run([MOESIM, "validate", c["scenario"]], cwd=ROOT, capture_output=True, text=True)
+                        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+
+    def test_every_shipped_point_is_a_case(self):
+        shipped = ROOT / "data" / "kernels" / "serving_points.csv"
+        rows = P.read_points(shipped)
+        with tempfile.TemporaryDirectory() as out:
+            cases, scenarios = P.points_cases(shipped, "serving_points.csv", out, 2, 48)
+        self.assertEqual(len(cases), len(rows))
+        for c in cases:
+            self.assertTrue(("scenario" in c) != ("skip_reason" in c), c["id"])
+        self.assertEqual(len(scenarios), sum("scenario" in c for c in cases))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--moesim")
+    args, rest = ap.parse_known_args()
+    MOESIM = str(Path(args.moesim).resolve()) if args.moesim else None
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=1)
