@@ -73,7 +73,7 @@ papers: build
 # (outputs in results/validation/), then the per-case table validation/serving/results.md and the
 # summary block of docs/validation.md (median |error| per metric against the issue's targets).
 # Then the measured serving points (data/kernels/serving_points.csv, issue 48): every point becomes a
-# scenario or a listed reason (results/validation-points/), and a stratified sample (two points of every
+# scenario or a listed reason (results/validation-points/), and a stratified sample (one point of every
 # model x system x engine x mode, fixed by a seed) runs; `make validate-all` runs every point.
 POINTS = data/kernels/serving_points.csv
 validate: build
@@ -81,7 +81,7 @@ validate: build
 	python3 validation/serving/make_scenarios.py && python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim
 	python3 validation/serving/make_scenarios.py --points $(POINTS)
 	python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim --cases results/validation-points/cases.json \
-		--sample --results-dir results/validation-points/runs --results-md validation/serving/points_sample.md \
+		--sample --timeout 150 --results-dir results/validation-points/runs --results-md validation/serving/points_sample.md \
 		--doc-block points-sample
 
 validate-all: build

@@ -467,7 +467,7 @@ def build_case(rows: list[dict]) -> tuple[dict, str | None]:
     return case, emit(doc, head)
 
 
-POINTS_PER_GROUP = 2
+POINTS_PER_GROUP = 1
 POINTS_SEED = 48
 
 

@@ -88,6 +88,7 @@ class Rules(unittest.TestCase):
         self.assertIn("deployment: {tensor_parallel: 1, data_parallel: 8, expert_parallel: true}", text)
         self.assertIn("arrival: {process: closed, clients: 64}", text)
         self.assertIn(f"requests: {P.REQUESTS_PER_CLIENT * 64}", text)
+        self.assertIn("warmup_requests: 0", text)  # the source's means include the first wave
         self.assertIn("prompt_tokens: 1024", text)
         self.assertIn("output_tokens: 256", text)
         self.assertIn("engine: trtllm", text)

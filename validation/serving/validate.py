@@ -88,7 +88,7 @@ def run_case(moesim: str, case: dict, out_dir: str, timeout: float | None) -> di
         p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         rc, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired:
-        rc, err = -1, f"timed out after {timeout:g} s"
+        rc, err = -2, f"did not finish within the {timeout:g} s budget of a run (--timeout)"
     except OSError as e:
         rc, err = -1, str(e)
     first = next((line.strip() for line in err.splitlines() if line.strip()), "")
@@ -101,7 +101,8 @@ def run_case(moesim: str, case: dict, out_dir: str, timeout: float | None) -> di
         first = "no result.json written"
     # Exit 2 is moesim refusing the scenario with a located error: a point it cannot express
     # (listed with that reason), not a failure of the run.
-    return {"id": case["id"], "ok": ok, "rc": rc, "refused": rc == 2, "seconds": time.monotonic() - t0,
+    return {"id": case["id"], "ok": ok, "rc": rc, "refused": rc == 2, "timed_out": rc == -2,
+            "seconds": time.monotonic() - t0,
             "error": first or f"exit status {rc}"}
 
 
@@ -238,7 +239,7 @@ def main() -> int:
                 tag = "ok" if s["ok"] else f"FAILED: {s['error']}"
                 print(f"[{i}/{len(to_run)}] {s['id']}: {tag} ({s['seconds']:.1f} s)", file=sys.stderr)
 
-    records, failed, refused, version = [], [], [], None
+    records, failed, refused, timed_out, version = [], [], [], [], None
     for c in cases:
         reason, metrics = c.get("skip_reason", ""), None
         if not reason:
@@ -246,6 +247,10 @@ def main() -> int:
             if st and st.get("refused"):
                 reason = f"refused by moesim: {st['error']}"
                 refused.append(c["id"])
+            elif st and st.get("timed_out"):
+                # Listed, not a failure: a budget the caller set (make validate's sample), not a crash.
+                reason = st["error"]
+                timed_out.append(c["id"])
             elif st and not st["ok"]:
                 reason = f"run failed: {st['error']}"
                 failed.append(c["id"])
@@ -276,8 +281,9 @@ def main() -> int:
     n_cases, n_skip = len(cases), sum("skip_reason" in c for c in cases)
     n_cmp = sum(r["error"] is not None for r in records)
     counts = (f"{n_cases} measured {'points' if points else 'configurations'} ({len(records)} metric rows): "
-              f"{n_cases - n_skip - len(refused)} simulated, {n_skip + len(refused)} listed with a reason ({n_skip} "
-              f"before running, {len(refused)} refused by moesim), {len(failed)} failed runs; "
+              f"{n_cases - n_skip - len(refused) - len(timed_out)} simulated, {n_skip + len(refused)} listed with a reason ({n_skip} "
+              f"before running, {len(refused)} refused by moesim), {len(timed_out)} past the run budget, "
+              f"{len(failed)} failed runs; "
               f"{n_cmp} metric rows compared.")
     summ = summary(records, targets)
     ver = f"moesim {version['version']} ({version['commit']})" if version else "moesim"
@@ -299,7 +305,8 @@ def main() -> int:
              "## Summary", "", *summ, "", "## Every case and metric", "",
              *table(["case", "engine", "model", "GPUs", "deployment", "ISL/OSL", "concurrency", "metric", "measured",
                      "moesim", "error %", "reason / note"], rows), ""]
-    out_md = args.results_md or (args.cases.parent / "results.md" if points else RESULTS_MD)
+    out_md = (ROOT / args.results_md if args.results_md else
+              args.cases.resolve().parent / "results.md" if points else RESULTS_MD)
     if args.only:
         out_md = ROOT / args.results_dir / "results.md"
     out_md.parent.mkdir(parents=True, exist_ok=True)
