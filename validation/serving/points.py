@@ -169,6 +169,10 @@ def pool_deployment(row: dict, prefix: str) -> tuple[dict | None, str, str | Non
     if prefix:
         dep = {"gpus": gpus * workers, **dep, "instances": workers}
         text = f"{workers}x ({text})" if workers > 1 else text
+    else:
+        # One copy of the model on the point's GPUs: the node's other GPUs stay idle (left to
+        # `instances: auto`, a TP4 point on a DGX would run two copies and halve each one's load).
+        dep["instances"] = 1
     return dep, text, None
 
 

@@ -85,7 +85,7 @@ class Rules(unittest.TestCase):
     def test_an_aggregated_point_is_its_deployment_and_load(self):
         case, text = case_of(tp_size=1, attention_dp_size=8, moe_tp_size=1, moe_ep_size=8, concurrency=64)
         self.assertIsNotNone(text, case.get("skip_reason"))
-        self.assertIn("deployment: {tensor_parallel: 1, data_parallel: 8, expert_parallel: true}", text)
+        self.assertIn("deployment: {tensor_parallel: 1, data_parallel: 8, expert_parallel: true, instances: 1}", text)
         self.assertIn("arrival: {process: closed, clients: 64}", text)
         self.assertIn(f"requests: {P.REQUESTS_PER_CLIENT * 64}", text)
         self.assertIn("warmup_requests: 0", text)  # the source's means include the first wave
@@ -98,11 +98,11 @@ class Rules(unittest.TestCase):
         self.assertEqual(case["group"], "DeepSeek-R1, b200_sxm, trtllm, agg")
 
     def test_tensor_parallel_experts_and_moe_ep_inside_the_group(self):
-        _, text = case_of(moe_tp_size=8, moe_ep_size=1)
-        self.assertIn("expert_parallel: false}", text)
+        _, text = case_of(tp_size=4, moe_tp_size=4, moe_ep_size=1)
+        self.assertIn("deployment: {tensor_parallel: 4, data_parallel: 1, expert_parallel: false, instances: 1}", text)
         self.assertIn("policy: tp-experts", text)
         _, text = case_of(moe_tp_size=2, moe_ep_size=4)
-        self.assertIn("expert_parallel: false, moe_expert_parallel: 4}", text)
+        self.assertIn("expert_parallel: false, moe_expert_parallel: 4, instances: 1}", text)
 
     def test_a_disaggregated_point_has_two_pools(self):
         case, text = case_of(mode="disagg", tp_size="", attention_dp_size="", moe_tp_size="", moe_ep_size="",
