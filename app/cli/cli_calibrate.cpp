@@ -28,20 +28,31 @@ namespace {
 // Samples no GPU of `spec` could have produced, located at `file` and the sample: a GEMM faster
 // than twice the datasheet's peak, a copy or collective moving more than 100 TB/s (past every
 // link built), a time under a nanosecond.
+constexpr double kMinUs = 1e-3;
+
+// The least time a GEMM can take on `spec`'s GPU: half the time at the datasheet's peak for its
+// dtype (a measurement under it is not one), and at least a nanosecond.
+double gemm_floor_us(const ClusterSpec& spec, DType dt, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const double peak = spec.gpu.peak(dt) > 0 ? spec.gpu.peak(dt) : spec.gpu.peak(DType::kFp32);
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return std::max(kMinUs, flops / (2.0 * peak) * 1e6);
+}
+
+std::string too_fast(const std::string& what, double time_us, double floor_us, const ClusterSpec& spec) {
+  return what + ": " + std::to_string(time_us) + " us is faster than twice " + spec.gpu.name + "'s peak allows (" +
+         std::to_string(floor_us) + " us): not a measurement";
+}
+
 void check_plausible(const calibration::Measurements& m, const ClusterSpec& spec, const std::string& file) {
   std::vector<Diagnostic> bad;
   const auto refuse = [&](const std::string& what) { bad.push_back({SourceLocation{file, 0, 0}, what}); };
-  constexpr double kMinUs = 1e-3, kMaxBytesPerS = 1e14;
+  constexpr double kMaxBytesPerS = 1e14;
   for (std::size_t i = 0; i < m.gemm.size(); ++i) {
     const auto& g = m.gemm[i];
     DType dt = DType::kFp32;
     parse_dtype(g.dtype, dt);
-    const double peak = spec.gpu.peak(dt) > 0 ? spec.gpu.peak(dt) : spec.gpu.peak(DType::kFp32);
-    const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
-    const double floor_us = flops / (2.0 * peak) * 1e6;
-    if (g.time_us < std::max(kMinUs, floor_us))
-      refuse("gemm[" + std::to_string(i) + "]: " + std::to_string(g.time_us) + " us is faster than twice " +
-             spec.gpu.name + "'s peak allows (" + std::to_string(floor_us) + " us): not a measurement");
+    const double floor_us = gemm_floor_us(spec, dt, g.m, g.n, g.k);
+    if (g.time_us < floor_us) refuse(too_fast("gemm[" + std::to_string(i) + "]", g.time_us, floor_us, spec));
   }
   for (std::size_t i = 0; i < m.memcpy.size(); ++i)
     if (m.memcpy[i].time_us < kMinUs || m.memcpy[i].bytes / (m.memcpy[i].time_us * 1e-6) > kMaxBytesPerS)
@@ -124,6 +135,18 @@ std::vector<std::string> fit_kernel_tables(const std::vector<std::string>& files
       rest.push_back(f);
     } else if (*kind == "gemm") {
       auto rows = calibration::read_gemm_table(text, f);
+      // The same plausibility rule as every other measurement file (issue 52: one check for every
+      // source of a value), on the rows of the GPU being fitted.
+      std::vector<Diagnostic> bad;
+      for (const auto& r : rows) {
+        if (r.system != gpu_system) continue;
+        const double floor_us = gemm_floor_us(spec, gemm_family_dtype(r.family), r.m, r.n, r.k);
+        if (r.time_us < floor_us)
+          bad.push_back({SourceLocation{f, r.line, 0}, too_fast(r.system + " " + r.engine + " GEMM m=" +
+                                                                    std::to_string(r.m) + " n=" + std::to_string(r.n) +
+                                                                    " k=" + std::to_string(r.k), r.time_us, floor_us, spec)});
+      }
+      if (!bad.empty()) throw InputError(std::move(bad));
       gemm.insert(gemm.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
     } else if (*kind == "custom_allreduce") {
       if (gpu_system.empty())
@@ -224,6 +247,15 @@ int cli_calibrate_fit(const std::vector<std::string>& files, const std::string& 
     if (!o) throw InputError(SourceLocation{out, 0, 0}, "cannot write profile");
     o << "# moesim hardware profile: fitted from " << files.size() << " measurement file(s) against " << base << "\n"
       << em.c_str() << "\n";
+  }
+  // What `calibrate fit` writes, every reader must take: the profile is read back by the reader
+  // itself before it replaces OUT (issue 52: a fit no reader accepts is refused here, not later).
+  try {
+    (void)load_calibration(tmp);
+  } catch (const InputError& e) {
+    std::remove(tmp.c_str());
+    throw InputError(SourceLocation{out, 0, 0}, "the fitted profile is not one moesim can read, so it is not written: " +
+                                                    e.diagnostics().front().message);
   }
   if (std::rename(tmp.c_str(), out.c_str()) != 0) {  // e.g. --out names a directory
     const std::string why = std::strerror(errno);

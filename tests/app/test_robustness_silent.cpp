@@ -102,6 +102,18 @@ TEST(Silent, ImplausibleMeasurementsAndProfilesAreRefused) {
   EXPECT_TRUE(has(r.err, "faster than twice A100-SXM4-80GB's peak allows")) << r.err;
   EXPECT_TRUE(has(r.err, "m.json: error: memcpy[0]:")) << r.err;
   EXPECT_FALSE(fs::exists(out));
+  // A kernel table is a measurement file too: the same rule, located at its row (issue 52).
+  const fs::path table = write(dir, "gemm.csv",
+                               "system,backend,version,kernel_source,gemm_dtype,m,n,k,latency_ms\n"
+                               "h100_sxm,trtllm,1.3,torch_flow,bfloat16,1,4096,4096,0.02\n"
+                               "h100_sxm,trtllm,1.3,torch_flow,bfloat16,4096,4096,4096,0.000001\n"
+                               "b200_sxm,trtllm,1.3,torch_flow,bfloat16,4096,4096,4096,0.000001\n");
+  r = run_cli_captured({"calibrate", "fit", table.string(), "--base", "dgx-h100", "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "gemm.csv:3:0: error: h100_sxm trtllm GEMM m=4096 n=4096 k=4096")) << r.err;
+  EXPECT_TRUE(has(r.err, "faster than twice H100-SXM-80GB's peak allows")) << r.err;
+  EXPECT_FALSE(has(r.err, "gemm.csv:4:")) << r.err;  // another GPU's row is not this GPU's to judge
+  EXPECT_FALSE(fs::exists(out));
   // --out a directory: an error, and no .tmp left beside it.
   const char* root = std::getenv("MOESIM_SOURCE_ROOT");
   const std::string nccl = std::string(root ? root : ".") + "/tests/data/calibration/nccl_tests_all_reduce_8xa100.txt";
