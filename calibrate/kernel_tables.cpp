@@ -280,19 +280,19 @@ std::vector<GemmKernelFit> fit_gemm_tables(const std::vector<GemmTableRow>& rows
     }
     fit.fitted_rows = static_cast<int>(train.size());
     fit.fitted_median_error = errors.train_median();
+    const bool host_bound = fit.overhead_us > kMaxGemmKernelOverheadUs;
     if (scores) {
       GemmFitScore s;
       static_cast<HeldOutScore&>(s) = errors.score();
       s.engine = fit.engine;
       s.kernel_source = fit.kernel_source;
       s.family = fit.family;
-      if (fit.overhead_us > kMaxGemmKernelOverheadUs)
+      if (host_bound)
         s.refused = "host time, not a kernel's: a fixed cost of " + std::to_string(static_cast<int>(fit.overhead_us)) +
                     " us at every shape; priced by another engine's " + gemm_family_name(fit.family) + " kernel";
       scores->push_back(s);
     }
-    if (fit.overhead_us > kMaxGemmKernelOverheadUs) continue;
-    fits.push_back(std::move(fit));
+    if (!host_bound) fits.push_back(std::move(fit));
   }
   return fits;
 }
