@@ -1,8 +1,9 @@
 // config.json → ModelSpec, field by field, per architecture. The field names and their meaning
 // follow the Hugging Face transformers configuration classes (configuration_deepseek_v3.py,
 // configuration_qwen3_moe.py, configuration_qwen2_moe.py, configuration_mixtral.py,
-// configuration_llama4.py, configuration_gpt_oss.py, configuration_olmoe.py) and the model code
-// that reads them (which layers are MoE, how wide the shared expert is).
+// configuration_llama4.py, configuration_gpt_oss.py, configuration_olmoe.py, configuration_llama.py,
+// configuration_qwen3.py, MiniMax's configuration_minimax_m2.py) and the model code that reads
+// them (which layers are MoE, how wide the shared expert is).
 #include "models/hf_config.hpp"
 
 #include <algorithm>
@@ -251,6 +252,40 @@ void read_gpt_oss(FieldReader& f, ModelSpec& m) {
   f.fail("'layer_types' is not a periodic pattern of sliding layers ending in one full-attention layer");
 }
 
+/// Dense decoders (modeling_llama.py, modeling_qwen3.py): every layer has one FFN of
+/// intermediate_size and there are no experts (experts 0: no layer is MoE). Qwen3's per-head q/k
+/// norms are vectors, not counted; a sliding window only where use_sliding_window says so.
+void read_dense(FieldReader& f, ModelSpec& m) {
+  m.dense_ffn = f.need_int("intermediate_size");
+  m.experts = 0;
+  m.top_k = 0;
+  m.expert_ffn = 0;
+  if (f.opt_bool("use_sliding_window", false)) m.attention.window = f.opt_int("sliding_window", 0);
+  else f.has("sliding_window");
+  f.has("max_window_layers");
+}
+
+/// MiniMax-M2 / M2.5 (modeling_minimax_m2.py): MoE in every layer, num_local_experts experts of
+/// intermediate_size, num_experts_per_tok of them per token (sigmoid scores with a routing bias,
+/// as DeepSeek-V3 routes), a shared expert only when shared_intermediate_size > 0; full GQA
+/// attention in every layer (QK norms are vectors and partial RoPE costs nothing: not priced);
+/// num_mtp_modules multi-token-prediction modules when use_mtp. MiniMax-01's lightning (linear)
+/// attention layers (attn_type_list entries 0) are not this architecture and are refused.
+void read_minimax_m2(FieldReader& f, ModelSpec& m) {
+  m.experts = to_int(f.need_int("num_local_experts"));
+  m.top_k = to_int(f.need_int("num_experts_per_tok"));
+  m.expert_ffn = f.need_int("intermediate_size");
+  m.shared_expert_ffn = f.opt_int("shared_intermediate_size", 0);
+  m.shared_experts = m.shared_expert_ffn > 0 ? 1 : 0;
+  if (f.opt_bool("use_mtp", false)) m.mtp_layers = to_int(f.opt_int("num_mtp_modules", 0));
+  else f.has("num_mtp_modules");
+  f.has("mtp_transformer_layers");
+  if (const json* types = f.array("attn_type_list"))
+    for (const json& v : *types)
+      if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
+        return f.fail("'attn_type_list' with linear-attention layers (entries other than 1) is not supported");
+}
+
 using ArchReader = void (*)(FieldReader&, ModelSpec&);
 
 const std::map<std::string, ArchReader>& readers() {
@@ -264,6 +299,9 @@ const std::map<std::string, ArchReader>& readers() {
       {"Llama4ForCausalLM", read_llama4},
       {"GptOssForCausalLM", read_gpt_oss},
       {"OlmoeForCausalLM", read_olmoe},
+      {"LlamaForCausalLM", read_dense},
+      {"Qwen3ForCausalLM", read_dense},
+      {"MiniMaxM2ForCausalLM", read_minimax_m2},
   };
   return r;
 }
@@ -314,8 +352,11 @@ HfConfigRead model_from_hf_config(const json& config, const std::string& name) {
   out.error = !top.error().empty() ? top.error() : text ? inner.error() : std::string();
   top.ignored(out.ignored);
   if (text) inner.ignored(out.ignored);
-  if (out.ok() && (m.hidden <= 0 || m.layers <= 0 || m.experts <= 0 || m.top_k <= 0 || m.attention.heads <= 0))
-    out.error = "hidden_size, num_hidden_layers, the expert count, experts per token and num_attention_heads must be > 0";
+  // A dense architecture has no experts; an MoE one must have some, and pick at least one.
+  const bool dense = reader->second == read_dense;
+  if (out.ok() && (m.hidden <= 0 || m.layers <= 0 || m.attention.heads <= 0 || (!dense && (m.experts <= 0 || m.top_k <= 0))))
+    out.error = dense ? "hidden_size, num_hidden_layers and num_attention_heads must be > 0"
+                      : "hidden_size, num_hidden_layers, the expert count, experts per token and num_attention_heads must be > 0";
   return out;
 }
 

@@ -246,6 +246,50 @@ ModelSpec qwen3_235b() {
   return m;
 }
 
+// MiniMaxAI/MiniMax-M2.5 config.json (tests/data/hf/minimax-m2.5.json): 62 layers, every one
+// MoE, hidden 3072, 256 experts of intermediate_size 1536, top-8, no shared expert
+// (shared_intermediate_size 0), 48 heads / 8 KV heads of head_dim 128 in every layer, vocab
+// 200064, untied, max_position_embeddings 196608, three MTP modules (use_mtp, num_mtp_modules);
+// block-scaled FP8 checkpoint (quantization_config fp8, weight_block_size [128, 128]).
+ModelSpec minimax_m25() {
+  ModelSpec m;
+  m.name = "minimax-m2.5";
+  m.layers = 62;
+  m.hidden = 3072;
+  m.expert_ffn = 1536;
+  m.experts = 256;
+  m.top_k = 8;
+  m.attention = standard_attention(AttentionKind::kGqa, 48, 8, 128);
+  m.dtype = DType::kFp8;
+  m.fp8_block_scales = true;
+  m.vocab = 200064;
+  m.max_context = 196608;
+  m.mtp_layers = 3;
+  return m;
+}
+
+// Dense decoders, for the measured serving points that ran them: no experts (experts 0, so no
+// layer is MoE), an FFN of intermediate_size in every layer, bf16, untied embeddings.
+// meta-llama/Meta-Llama-3.1-{8B,70B} config.json (tests/data/hf/llama-3.1-*.json): vocab 128256,
+// max_position_embeddings 131072, GQA with 8 KV heads of head_dim 128; 8B: 32 layers, hidden
+// 4096, 32 heads, FFN 14336; 70B: 80 layers, hidden 8192, 64 heads, FFN 28672.
+// Qwen/Qwen3-32B config.json (tests/data/hf/qwen3-32b.json): 64 layers, hidden 5120, 64 heads /
+// 8 KV heads of head_dim 128, FFN 25600, vocab 151936, max_position_embeddings 40960.
+ModelSpec dense(const char* name, int layers, std::int64_t hidden, std::int64_t ffn, int heads, std::int64_t vocab,
+                std::int64_t max_context) {
+  ModelSpec m;
+  m.name = name;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.dense_ffn = ffn;
+  m.experts = 0;
+  m.top_k = 0;
+  m.attention = standard_attention(AttentionKind::kGqa, heads, 8, 128);
+  m.vocab = vocab;
+  m.max_context = max_context;
+  return m;
+}
+
 // meta-llama/Llama-4-{Maverick-17B-128E,Scout-17B-16E}-Instruct config.json, text_config
 // (tests/data/hf/llama-4-*.json): 48 layers, hidden 5120, 40 heads / 8 KV heads of head_dim 128,
 // routed experts of intermediate_size 8192, top-1, one shared expert of the same width (model
@@ -336,7 +380,11 @@ bool add(const ModelSpec& m, const std::string& description) { return model_pres
     add(llama4("llama-4-scout", 16, 1, 10485760),
         "Llama 4 Scout 17B-16E: 16 experts top-1 + shared in every layer, chunked attention") &&
     add(gpt_oss("gpt-oss-120b", 36, 128), "GPT-OSS-120B: 128 MXFP4 experts top-4, alternating 128-token sliding window") &&
-    add(gpt_oss("gpt-oss-20b", 24, 32), "GPT-OSS-20B: 32 MXFP4 experts top-4, alternating 128-token sliding window");
+    add(gpt_oss("gpt-oss-20b", 24, 32), "GPT-OSS-20B: 32 MXFP4 experts top-4, alternating 128-token sliding window") &&
+    add(minimax_m25(), "MiniMax-M2.5: 256 experts top-8 in all 62 layers, GQA 48/8 heads, block-scaled fp8") &&
+    add(dense("llama-3.1-8b", 32, 4096, 14336, 32, 128256, 131072), "Llama-3.1-8B: dense (no experts), GQA 32/8 heads") &&
+    add(dense("llama-3.1-70b", 80, 8192, 28672, 64, 128256, 131072), "Llama-3.1-70B: dense (no experts), GQA 64/8 heads") &&
+    add(dense("qwen3-32b", 64, 5120, 25600, 64, 151936, 40960), "Qwen3-32B: dense (no experts), GQA 64/8 heads");
 
 }  // namespace
 }  // namespace moesim

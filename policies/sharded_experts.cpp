@@ -65,7 +65,7 @@ void ShardedExpertsPolicy::setup(const PolicyContext& ctx) {
   // MoEShard §2 assumes the slice width divides evenly; we round up (ceil(ffn / G) columns, as
   // sharded_expert_ops does), but a GPU without a single column would hold nothing.
   const int G = ctx.cluster.num_gpus();
-  if (ctx.model.expert_ffn < G)
+  if (ctx.model.experts > 0 && ctx.model.expert_ffn < G)  // a dense model has no expert to shard
     throw InputError(SourceLocation{}, "expert sharding needs at least one FFN column per GPU: expert_ffn (" +
                                            std::to_string(ctx.model.expert_ffn) + ") < GPUs (" + std::to_string(G) +
                                            ")");
@@ -82,6 +82,7 @@ std::vector<double> ShardedExpertsPolicy::expert_memory_bytes(const PolicyContex
   // An expert's parameters are its two projections; a GPU holds ceil(ffn/G) of W_in's columns
   // and of W_out's rows, of every expert (MoEShard §3.2: "each GPU holds one shard of all
   // experts"), i.e. 1/G of all routed experts when G divides the FFN width.
+  if (m.experts == 0 || m.expert_ffn == 0) return std::vector<double>(static_cast<std::size_t>(G), 0.0);  // dense
   const double width = d((m.expert_ffn + G - 1) / G) / d(m.expert_ffn);
   const double bytes = m.expert_bytes() * width * m.experts * m.num_moe_layers();
   return std::vector<double>(static_cast<std::size_t>(G), bytes);

@@ -23,6 +23,14 @@ void check_fits(const MemoryEstimate& e, const Cluster& c, const PolicyEntry& en
 // measured on.
 
 std::unique_ptr<RoutingModel> make_routing(const Scenario& s) {
+  if (s.model.experts == 0) {
+    // A dense model has no MoE layer, so nothing ever draws from its routing: one expert that
+    // every token would pick stands in, whatever the routing section says.
+    RoutingContext rc = routing_context(s);
+    rc.experts = 1;
+    rc.top_k = 1;
+    return std::make_unique<TableRoutingModel>(rc, std::vector<std::vector<double>>{{1.0}});
+  }
   return routing_models().get(s.routing.kind).value.make(s.routing.params, routing_context(s), s.routing.where);
 }
 

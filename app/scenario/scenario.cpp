@@ -435,7 +435,8 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
       root["output"], output_specs(), src, diags);
   s.trace = out.get_bool("trace");
   // The routing model validates what only it can (trace files, reachable skewness).
-  if (diags.empty()) {
+  // (A dense model routes nothing: its routing section is never drawn from.)
+  if (diags.empty() && s.model.experts > 0) {
     const RoutingContext rc = routing_context(s);
     try {
       routing_models().get(s.routing.kind).value.make(s.routing.params, rc, s.routing.where);

@@ -101,10 +101,10 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
       int_field("moe_every", m.moe_every, true, "", "after the dense prefix, every n-th layer is MoE", 1, kMaxLayers),
       int_field("moe_offset", m.moe_offset, true, "", "offset of the MoE layers within each moe_every group", 0, kMaxLayers),
       int_field("hidden", static_cast<double>(m.hidden), d, "", "model (hidden) dimension", 1, kMaxWidth),
-      int_field("expert_ffn", static_cast<double>(m.expert_ffn), d, "", "routed expert intermediate size", 1, kMaxFfn),
+      int_field("expert_ffn", static_cast<double>(m.expert_ffn), d, "", "routed expert intermediate size (0 in a dense model)", 0, kMaxFfn),
       int_field("dense_ffn", static_cast<double>(m.dense_ffn), true, "", "dense-layer FFN intermediate size", 0, kMaxFfn),
-      int_field("experts", m.experts, d, "", "routed experts per MoE layer", 1, kMaxExperts),
-      int_field("top_k", m.top_k, d, "", "experts selected per token", 1, kMaxTopK),
+      int_field("experts", m.experts, d, "", "routed experts per MoE layer (0: a dense model, no MoE layer)", 0, kMaxExperts),
+      int_field("top_k", m.top_k, d, "", "experts selected per token (0 in a dense model)", 0, kMaxTopK),
       int_field("shared_experts", m.shared_experts, true, "", "always-active shared experts", 0, kMaxTopK),
       int_field("shared_expert_ffn", static_cast<double>(m.shared_expert_ffn), true, "", "shared expert intermediate size", 0, kMaxFfn),
       choice_field("activation", d ? activation_name(m.activation) : "swiglu", "expert activation",
@@ -134,6 +134,20 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
 }
 
 namespace {
+
+/// Values a config.json or a preset supplies pass the same declared ranges as values written in
+/// the scenario: a value reaching the model by a second road skips no check (issue 52; a
+/// config.json with head_dim 0 priced a KV cache of 0 bytes per token).
+void check_inherited_ranges(const ParamSet& set, const std::vector<ParamSpec>& specs, const SourceLocation& at,
+                            const std::string& origin, Diagnostics& diags) {
+  for (const ParamSpec& s : specs) {
+    if (set.given(s.name) || (s.type != ParamType::kInt && s.type != ParamType::kFloat)) continue;
+    const double v = s.type == ParamType::kInt ? static_cast<double>(set.get_int(s.name)) : set.get_float(s.name);
+    if ((s.min && v < *s.min) || (s.max && v > *s.max))
+      diags.error(at, origin + " sets '" + s.name + "' to " + num(v) + ", outside its range " +
+                          (s.min ? num(*s.min) : std::string("-inf")) + " .. " + (s.max ? num(*s.max) : std::string("inf")));
+  }
+}
 
 /// `hf_config: PATH` (relative to the scenario's folder): the model its config.json describes, or
 /// nothing after recording the error. Fields moesim ignores are one warning.
@@ -229,8 +243,20 @@ void check_model_fields(const ModelSpec& m, const ParamSet& p, const ParamSet& a
   if (at.kv_heads > at.heads || (at.kv_heads > 0 && at.heads % at.kv_heads != 0))
     diags.error(a.where("kv_heads").line ? a.where("kv_heads") : src.locate(node),
                 "'kv_heads' must divide 'heads'");
-  if (m.num_moe_layers() == 0 && m.layers > 0)
-    diags.error(src.locate(node), "the model has no MoE layer (check first_dense_layers, moe_every)");
+  const auto at_key = [&](const char* f) { return p.where(f).line ? p.where(f) : src.locate(node); };
+  if (m.experts == 0) {
+    // A dense model (Llama, Qwen3): every layer runs dense_ffn; nothing is routed.
+    for (const char* f : {"top_k", "expert_ffn"})
+      if (p.get_int(f) != 0)
+        diags.error(at_key(f), std::string("a dense model ('experts: 0') routes no token: '") + f + "' must be 0, got " +
+                                   std::to_string(p.get_int(f)));
+  } else {
+    if (m.top_k < 1) diags.error(at_key("top_k"), "'top_k' must be >= 1 in an MoE model ('experts' > 0)");
+    if (m.expert_ffn < 1) diags.error(at_key("expert_ffn"), "'expert_ffn' must be >= 1 in an MoE model ('experts' > 0)");
+    if (m.num_moe_layers() == 0 && m.layers > 0)
+      diags.error(src.locate(node), "the model has no MoE layer (check first_dense_layers, moe_every; "
+                                    "'experts: 0' declares a dense model)");
+  }
   if (const int dense = m.layers - m.num_moe_layers(); dense > 0 && m.dense_ffn <= 0)
     diags.error(p.given("dense_ffn") ? p.where("dense_ffn") : src.locate(node),
                 "the model has " + std::to_string(dense) + " dense layer(s) ('first_dense_layers', 'moe_every'): "
@@ -284,6 +310,11 @@ ModelSpec read_model_section(const YAML::Node& node, const SourceMap& src, Diagn
   const YAML::Node attn_node = map ? map["attention"] : YAML::Node();
   const ParamSet a = read_params(attn_node, attention_specs(base ? &base->attention : nullptr), src, diags);
   m.name = map && map["name"] ? map["name"].as<std::string>() : (base ? base->name : std::string("custom"));
+  if (from_config) {
+    const SourceLocation at = src.locate(node["hf_config"]);
+    check_inherited_ranges(p, model_field_specs(base), at, "hf_config", diags);
+    check_inherited_ranges(a, attention_specs(&base->attention), at, "hf_config (attention)", diags);
+  }
   set_model_fields(p, a, m);
   // Not a key: the checkpoint's quantisation (preset or config.json) says which FP8 kernels run.
   m.fp8_block_scales = base && base->fp8_block_scales && m.dtype == DType::kFp8;

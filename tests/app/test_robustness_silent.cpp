@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <cstdlib>
 
 #include "tests/support/hostile_inputs.hpp"
 #include "tests/support/run_cli.hpp"
@@ -146,6 +148,49 @@ TEST(Silent, OutputsThatWouldOverwriteEachOtherOrBeIgnored) {
   EXPECT_EQ(v.code, 0) << v.err;
   // AMoE runs in the serving engine's layer-queue mode, which writes a trace like every mode.
   EXPECT_FALSE(has(v.err, "trace")) << v.err;
+}
+
+// Issue 52: a value a config.json supplies passes the range the model section declares for it,
+// as the same value written in the scenario does (head_dim 0 priced a KV cache of 0 bytes).
+TEST(Silent, ConfigJsonValuesPassTheDeclaredRanges) {
+  const char* root = std::getenv("MOESIM_SOURCE_ROOT");
+  std::ifstream in(fs::path(root ? root : ".") / "tests/data/hf/qwen3-235b-a22b.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string config = text.str();
+  ASSERT_FALSE(config.empty());
+  const struct {
+    const char* from;
+    const char* to;
+    const char* says;
+  } cases[] = {
+      {"\"head_dim\": 128", "\"head_dim\": 0", "hf_config (attention) sets 'head_dim' to 0, outside its range 1 .. 65536"},
+      {"\"num_key_value_heads\": 4", "\"num_key_value_heads\": 0", "sets 'kv_heads' to 0, outside its range 1 .. 65536"},
+      {"\"num_hidden_layers\": 94", "\"num_hidden_layers\": 5000", "sets 'layers' to 5000, outside its range 1 .. 4096"},
+      {"\"num_experts\": 128", "\"num_experts\": 70000", "sets 'experts' to 70000, outside its range 0 .. 65536"},
+      {"\"num_experts_per_tok\": 8", "\"num_experts_per_tok\": 1500", "sets 'top_k' to 1500, outside its range 0 .. 1024"},
+      {"\"moe_intermediate_size\": 1536", "\"moe_intermediate_size\": 0", "'expert_ffn' must be >= 1 in an MoE model"},
+  };
+  for (const auto& c : cases) {
+    const fs::path dir = scratch("hf");
+    write(dir, "c.json", with(config, c.from, c.to));
+    const auto r = run_cli_captured(
+        {"validate", write(dir, "s.yaml", with(kBase, "{preset: mixtral-8x7b, layers: 2}", "{hf_config: c.json}")).string()});
+    EXPECT_EQ(r.code, 2) << c.says << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, "s.yaml:3:")) << r.err;
+    EXPECT_TRUE(has(r.err, c.says)) << c.says << "\n" << r.err;
+  }
+}
+
+// A dense model is 'experts: 0': no layer is MoE and nothing is routed; a top_k beside it is a
+// contradiction, not ignored.
+TEST(Silent, DenseModelsRouteNothing) {
+  const std::string dense = with(kBase, "{preset: mixtral-8x7b, layers: 2}", "{preset: llama-3.1-8b, layers: 2}");
+  const fs::path dir = scratch("dense");
+  const auto ok = run_cli_captured({"validate", write(dir, "s.yaml", with(dense, "policy: static-ep", "policy: tp-experts")).string()});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  expect_refused(dense, "a dense model ('experts: 0') routes no token: 'top_k' must be 0, got 2", {"model.top_k=2"});
+  expect_refused(kBase, "the model has no MoE layer", {"model.first_dense_layers=2", "model.dense_ffn=100"});
 }
 
 }  // namespace moesim

@@ -84,7 +84,8 @@ TEST_P(PresetFromConfig, EqualsThePresetFieldByField) {
 INSTANTIATE_TEST_SUITE_P(Shipped, PresetFromConfig,
                          ::testing::Values("deepseek-v3", "deepseek-r1", "kimi-k2", "deepseek-v2-lite", "qwen3-235b-a22b",
                                            "qwen3-30b-a3b", "qwen1.5-moe-a2.7b", "mixtral-8x7b", "llama-4-maverick",
-                                           "llama-4-scout", "gpt-oss-120b", "gpt-oss-20b"),
+                                           "llama-4-scout", "gpt-oss-120b", "gpt-oss-20b", "minimax-m2.5", "llama-3.1-8b",
+                                           "llama-3.1-70b", "qwen3-32b"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
@@ -97,13 +98,17 @@ INSTANTIATE_TEST_SUITE_P(Shipped, PresetFromConfig,
 // Qwen3-235B-A22B 235B/22B; Llama 4 Maverick 400B/17B and Scout 109B/17B (text and vision:
 // the card's totals include the vision encoder, about 0.7B, inside the 2%); GPT-OSS-120B
 // 116.83B/5.13B and 20B 20.9B/3.61B (OpenAI's model card; attention sinks and biases not
-// counted).
+// counted). MiniMax-M2.5 229B/10B (MiniMax-M2's card: "230 billion total parameters with 10
+// billion active"); Llama-3.1 8.03B and 70.6B, Qwen3-32B 32.8B (dense: active = total).
 struct Published {
   const char* preset;
   double total_b, active_b;
   /// The card's active count leaves out the input embedding (a lookup, not a matmul): OpenAI's
   /// GPT-OSS card (5.13B = our count less vocab x hidden).
   bool active_without_embedding = false;
+  /// The card's active count leaves out both embedding matrices (MiniMax's "10B activated": we
+  /// count 11.0B with the input embedding and the LM head, 9.8B without them).
+  bool active_without_embeddings = false;
 };
 
 class PublishedCounts : public ::testing::TestWithParam<Published> {};
@@ -112,7 +117,8 @@ TEST_P(PublishedCounts, ConfigCountsMatchTheModelCard) {
   const Published p = GetParam();
   const ModelSpec m = read_config(p.preset);
   EXPECT_NEAR(m.total_params() / 1e9, p.total_b, 0.02 * p.total_b) << p.preset;
-  const double embedding = p.active_without_embedding ? static_cast<double>(m.vocab) * static_cast<double>(m.hidden) : 0.0;
+  const double table = static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  const double embedding = p.active_without_embeddings ? 2.0 * table : p.active_without_embedding ? table : 0.0;
   EXPECT_NEAR((m.active_params() - embedding) / 1e9, p.active_b, 0.02 * p.active_b) << p.preset;
 }
 
@@ -120,7 +126,10 @@ INSTANTIATE_TEST_SUITE_P(ModelCards, PublishedCounts,
                          ::testing::Values(Published{"deepseek-v3", 671, 37}, Published{"kimi-k2", 1040, 32.6},
                                            Published{"qwen3-235b-a22b", 235, 22}, Published{"llama-4-maverick", 400, 17},
                                            Published{"llama-4-scout", 109, 17}, Published{"gpt-oss-120b", 116.8, 5.13, true},
-                                           Published{"gpt-oss-20b", 20.9, 3.61, true}),
+                                           Published{"gpt-oss-20b", 20.9, 3.61, true},
+                                           Published{"minimax-m2.5", 229, 10, false, true},
+                                           Published{"llama-3.1-8b", 8.03, 8.03}, Published{"llama-3.1-70b", 70.6, 70.6},
+                                           Published{"qwen3-32b", 32.8, 32.8}),
                          [](const auto& info) {
                            std::string n = info.param.preset;
                            for (char& c : n)

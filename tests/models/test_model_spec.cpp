@@ -28,18 +28,28 @@ TEST(ModelNames, RoundTrip) {
 
 TEST(ModelPresets, AllRegisteredWithConsistentShapes) {
   const std::vector<std::string> expected = {
-      "deepseek-r1",     "deepseek-v2-lite", "deepseek-v3",     "gpt-oss-120b",     "gpt-oss-20b",
-      "kimi-k2",         "llama-4-maverick", "llama-4-scout",   "llama-moe",        "mixtral-8x22b",
-      "mixtral-8x7b",    "olmoe-1b-7b",      "qwen1.5-moe-a2.7b", "qwen3-235b-a22b", "qwen3-30b-a3b",
-      "switch-base-128", "switch-base-256",  "switch-base-64",  "switch-base-8"};
+      "deepseek-r1",     "deepseek-v2-lite", "deepseek-v3",       "gpt-oss-120b",    "gpt-oss-20b",
+      "kimi-k2",         "llama-3.1-70b",    "llama-3.1-8b",      "llama-4-maverick", "llama-4-scout",
+      "llama-moe",       "minimax-m2.5",     "mixtral-8x22b",     "mixtral-8x7b",    "olmoe-1b-7b",
+      "qwen1.5-moe-a2.7b", "qwen3-235b-a22b", "qwen3-30b-a3b",    "qwen3-32b",       "switch-base-128",
+      "switch-base-256", "switch-base-64",   "switch-base-8"};
   EXPECT_EQ(model_presets().names(), expected);
   for (const auto* e : model_presets().entries()) {
     const ModelSpec& m = e->value;
     SCOPED_TRACE(e->name);
     EXPECT_EQ(m.name, e->name);
     EXPECT_FALSE(e->description.empty());
-    EXPECT_GT(m.num_moe_layers(), 0);
-    EXPECT_LE(m.top_k, m.experts);
+    // An MoE model has MoE layers and picks from its experts; a dense one (experts 0) neither.
+    if (m.experts > 0) {
+      EXPECT_GT(m.num_moe_layers(), 0);
+      EXPECT_GE(m.top_k, 1);
+      EXPECT_LE(m.top_k, m.experts);
+    } else {
+      EXPECT_EQ(m.num_moe_layers(), 0);
+      EXPECT_EQ(m.top_k, 0);
+      EXPECT_GT(m.dense_ffn, 0);
+      EXPECT_DOUBLE_EQ(m.active_params(), m.total_params());
+    }
     EXPECT_GT(m.attention.heads, 0);
     EXPECT_EQ(m.attention.heads % m.attention.kv_heads, 0);
   }

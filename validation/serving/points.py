@@ -34,17 +34,20 @@ MODELS = {
     "openai/gpt-oss-120b": ("gpt-oss-120b", "GPT-OSS ships its experts in MXFP4: a point's 4-bit mode is that "
                                             "checkpoint, run as the preset's mxfp4 experts and bf16 attention"),
     "Qwen/Qwen3-235B-A22B-FP8": ("qwen3-235b-a22b", ""),
+    "MiniMaxAI/MiniMax-M2.5": ("minimax-m2.5", ""),
+    "meta-llama/Llama-3.1-70B": ("llama-3.1-70b", "dense: no MoE layer"),
+    "meta-llama/Llama-3.1-8B-Instruct": ("llama-3.1-8b", "dense: no MoE layer (the Instruct model has the base "
+                                                         "model's architecture)"),
+    "Qwen/Qwen3-32B": ("qwen3-32b", "dense: no MoE layer"),
+    "nvidia/Qwen3-32B-NVFP4": ("qwen3-32b", "dense: no MoE layer; NVIDIA's NVFP4 quantisation of Qwen3-32B"),
 }
+# Dense models: no experts, so no expert type, expert parallelism or expert policy.
+DENSE = {"llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"}
 # Models whose checkpoint is already 4-bit: the collectors label it nvfp4, the engines run the
 # checkpoint's own format (GPT-OSS: MXFP4 experts, bf16 attention, on Hopper and Blackwell alike).
 NATIVE_4BIT = {"openai/gpt-oss-120b"}
 # Architectures the points ran that moesim has no model for yet (issue 48 section 2).
 UNSUPPORTED_MODELS = {
-    "meta-llama/Llama-3.1-70B": "dense LlamaForCausalLM",
-    "meta-llama/Llama-3.1-8B-Instruct": "dense LlamaForCausalLM",
-    "Qwen/Qwen3-32B": "dense Qwen3ForCausalLM",
-    "nvidia/Qwen3-32B-NVFP4": "dense Qwen3ForCausalLM",
-    "MiniMaxAI/MiniMax-M2.5": "MiniMaxM2ForCausalLM",
     "Qwen/Qwen3.5-397B-A17B": "Qwen3.5-MoE (Gated DeltaNet linear attention layers)",
     "zhipuai/GLM-5": "GLM-5 (DeepSeek Sparse Attention)",
 }
@@ -136,12 +139,13 @@ def _int(row: dict, key: str, default: int = 1) -> int:
     return default if v is None or v == 0 else int(v)
 
 
-def pool_deployment(row: dict, prefix: str) -> tuple[dict | None, str, str | None]:
+def pool_deployment(row: dict, prefix: str, dense: bool = False) -> tuple[dict | None, str, str | None]:
     """(deployment keys, text, skip reason) of the aggregated deployment (prefix "") or one pool.
 
     The source's attention runs tensor-parallel over tp_size GPUs in attention_dp_size data-parallel
     groups; its MoE layers run over the same tp x dp GPUs as moe_tp_size x moe_ep_size (TensorRT-LLM
-    moe_tp_size/moe_ep_size, SGLang --ep-size, vLLM --enable-expert-parallel)."""
+    moe_tp_size/moe_ep_size, SGLang --ep-size, vLLM --enable-expert-parallel). A dense model has no
+    MoE layer: its moe_* columns (1, 0 or empty in the source) say nothing and are not read."""
     tp, dp = _int(row, prefix + "tp_size"), _int(row, prefix + "attention_dp_size")
     pp = _int(row, prefix + "pp_size")
     workers = _int(row, prefix + "num_workers") if prefix else 1
@@ -150,10 +154,16 @@ def pool_deployment(row: dict, prefix: str) -> tuple[dict | None, str, str | Non
     if pp > 1:
         return None, text, f"pipeline parallelism (pp {pp})"
     dep = {"tensor_parallel": tp, "data_parallel": dp}
-    mtp, mep = _int(row, prefix + "moe_tp_size"), _int(row, prefix + "moe_ep_size")
-    if mtp * mep != gpus:
+    if dense:
+        dep["expert_parallel"] = False
+        mtp = mep = 0
+    else:
+        mtp, mep = _int(row, prefix + "moe_tp_size"), _int(row, prefix + "moe_ep_size")
+    if not dense and mtp * mep != gpus:
         return None, text, f"MoE TP{mtp} x EP{mep} over {gpus} attention GPUs"
-    if mep == gpus and gpus > 1:
+    if dense:
+        pass
+    elif mep == gpus and gpus > 1:
         dep["expert_parallel"] = True
         text += f" + EP{mep}"
     elif mep == 1:
@@ -204,11 +214,11 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
         if conc is None:
             reasons.append("no concurrency: the point's load is not stated")
         if mode == "agg":
-            dep, dep_text, why = pool_deployment(row, "")
+            dep, dep_text, why = pool_deployment(row, "", preset in DENSE)
             gpus = dep["tensor_parallel"] * dep["data_parallel"] if dep else 0
         elif mode == "disagg":
-            pre, pre_text, why_p = pool_deployment(row, "prefill_")
-            dec, dec_text, why_d = pool_deployment(row, "decode_")
+            pre, pre_text, why_p = pool_deployment(row, "prefill_", preset in DENSE)
+            dec, dec_text, why_d = pool_deployment(row, "decode_", preset in DENSE)
             why = "; ".join(f"{k} {w}" for k, w in (("prefill", why_p), ("decode", why_d)) if w) or None
             dep = {"prefill": pre, "decode": dec} if pre and dec else None
             dep_text = f"prefill {pre_text} / decode {dec_text}"
@@ -247,7 +257,7 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
         model = {"preset": preset}
     else:
         model = {"preset": preset, "dtype": dtype}
-        if expert_dtype != dtype:
+        if expert_dtype != dtype and preset not in DENSE:
             model["expert_dtype"] = expert_dtype
     expert_parallel = any(d.get("expert_parallel") for d in ([dep] if mode == "agg" else dep.values()))
     doc = {

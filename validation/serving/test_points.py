@@ -117,6 +117,17 @@ class Rules(unittest.TestCase):
         self.assertIn("hardware: {preset: dgx-b200, nodes: 3}", text)
         self.assertEqual(case["num_gpus"], 24)
 
+    def test_a_dense_point_ignores_its_moe_columns(self):
+        # The source writes 1, 0 or nothing in a dense model's moe_* columns: none is read.
+        for mtp, mep in (("1", "1"), ("0", "0"), ("", "")):
+            case, text = case_of(model_path="meta-llama/Llama-3.1-70B", gemm_quant_mode="fp8", moe_quant_mode="",
+                                 tp_size=4, moe_tp_size=mtp, moe_ep_size=mep)
+            self.assertIsNotNone(text, case.get("skip_reason"))
+            self.assertIn("model: {preset: llama-3.1-70b, dtype: fp8}", text)
+            self.assertIn("deployment: {tensor_parallel: 4, data_parallel: 1, expert_parallel: false, instances: 1}",
+                          text)
+            self.assertIn("policy: tp-experts", text)
+
     def test_checkpoint_precisions(self):
         _, text = case_of(gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4")
         self.assertIn("model: {preset: deepseek-r1, dtype: nvfp4}", text)
@@ -155,7 +166,7 @@ class Rules(unittest.TestCase):
 
 class Files(unittest.TestCase):
     def test_an_unseen_file_runs_through_unchanged(self):
-        path = write([point(), point(id="p2", model_path="meta-llama/Llama-3.1-8B-Instruct"),
+        path = write([point(), point(id="p2", model_path="zhipuai/GLM-5"),
                       point(id="p3", backend="sglang", concurrency=4, isl=128, osl=16)])
         with tempfile.TemporaryDirectory() as out:
             p = subprocess.run([sys.executable, str(HERE / "make_scenarios.py"), "--points", str(path), "--out", out],
@@ -164,7 +175,7 @@ class Files(unittest.TestCase):
             doc = json.loads((Path(out) / "cases.json").read_text())
             self.assertEqual(len(doc["cases"]), 3)
             self.assertEqual(sum("scenario" in c for c in doc["cases"]), 2)
-            self.assertIn("dense LlamaForCausalLM", next(c for c in doc["cases"] if c["id"] == "p2")["skip_reason"])
+            self.assertIn("DeepSeek Sparse Attention", next(c for c in doc["cases"] if c["id"] == "p2")["skip_reason"])
             if MOESIM:
                 for c in doc["cases"]:
                     if "scenario" in c:
