@@ -8,7 +8,8 @@ namespace moesim {
 std::int64_t EngineProfile::graph_size_for(std::int64_t batch) const {
   if (!cuda_graphs || batch <= 0) return 0;
   const auto it = std::lower_bound(graph_batch_sizes.begin(), graph_batch_sizes.end(), batch);
-  return it == graph_batch_sizes.end() ? 0 : *it;
+  if (it == graph_batch_sizes.end() || (!graph_padding && *it != batch)) return 0;
+  return *it;
 }
 
 double EngineProfile::host_us(std::int64_t seqs, std::int64_t tokens) const {
@@ -30,52 +31,63 @@ EngineProfile none() {
   return e;
 }
 
-// vLLM V1 (v0.9 and later). Scheduler: vllm/engine/arg_utils.py get_batch_defaults (GPUs with
+// vLLM V1 (0.11 and later). Scheduler: vllm/engine/arg_utils.py get_batch_defaults (GPUs with
 // >= 70 GiB other than A100: max_num_seqs 1024, max_num_batched_tokens 8192 for `vllm serve`);
 // chunked prefill always on in V1 ("# V1 always uses chunked prefills."); the V1 scheduler
 // (vllm/v1/core/sched/scheduler.py) gives running requests the token budget before waiting ones
-// and preempts the last running request when blocks run out, as RankScheduler does. CUDA graphs:
-// vllm/config.py batch_size_capture_list = [1, 2, 4] + range(8, 513, 8); a batch is padded up
-// to the next captured size (pad_for_cudagraph), larger batches run eagerly. gpu_memory_utilization
-// 0.9. Host time per step: no published measurement per batch size (the V1 blog only says GPU
-// steps can be ~5 ms, so CPU work matters): 0 unless set.
+// and preempts the last running request when blocks run out, as RankScheduler does. CUDA graphs
+// (cudagraph_mode FULL_AND_PIECEWISE from 0.11): vllm/config/vllm.py _set_cudagraph_sizes
+// (0.11.1+) captures [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16) with max =
+// min(2 x max_num_seqs, 512) = 512; a batch is padded up to the next captured size, larger
+// batches run eagerly. Async scheduling (the next step's host work overlaps this step) is on by
+// default from 0.14 (PR #27614). gpu_memory_utilization 0.9. Host time per step: no published
+// measurement per batch size: 0 unless set.
 EngineProfile vllm() {
   EngineProfile e;
   e.name = "vllm";
+  e.kernels = "vllm";
+  e.host_overlap = true;
   e.cuda_graphs = true;
-  e.graph_batch_sizes = sizes({1, 2, 4}, 8, 512, 8);
+  e.graph_batch_sizes = sizes({1, 2, 4}, 8, 248, 8);
+  for (std::int64_t b = 256; b <= 512; b += 16) e.graph_batch_sizes.push_back(b);
   e.max_num_seqs = 1024;
   e.max_batched_tokens = 8192;
   e.chunked_prefill = true;
   e.admission = "on-demand";
   e.gpu_memory_utilization = 0.9;
-  e.source = "vLLM V1 v0.9: vllm/engine/arg_utils.py (get_batch_defaults), vllm/config.py (capture sizes), "
-             "vllm/v1/core/sched/scheduler.py";
+  e.source = "vLLM V1 0.11-0.19: vllm/engine/arg_utils.py (get_batch_defaults), vllm/config/vllm.py (capture "
+             "sizes), vllm/v1/core/sched/scheduler.py; async scheduling default from 0.14";
   return e;
 }
 
-// SGLang v0.4-v0.5 (python/sglang/srt/server_args.py, model_executor/cuda_graph_runner.py): the
-// overlap ("zero-overhead") scheduler is on by default (--disable-overlap-schedule turns it off):
-// "the scheduler runs one batch ahead"; CUDA graphs for decode batches [1, 2, 4, 8] + range(16,
-// 161, 8) (sizes to 256 only on GPUs above 80 GiB); chunked_prefill_size 8192 on A100/H100/H200;
-// mem_fraction_static ~0.88; max_running_requests = max_total_tokens / 2 (bounded here by the
-// KV cache itself). Prefill and decode do not share a step unless --enable-mixed-chunk
-// (python/sglang/srt/managers/scheduler.py, get_next_batch_to_run: "Run prefill first if
-// possible", else decode the running batch): step_mix prefill-first. Host time: no published
-// per-step measurement: 0 unless set.
+// SGLang 0.5.3 and later (python/sglang/srt/server_args.py, _handle_gpu_memory_settings and
+// _generate_cuda_graph_batch_sizes): the overlap ("zero-overhead") scheduler is on by default
+// (--disable-overlap-schedule turns it off): "the scheduler runs one batch ahead"; CUDA graphs
+// for decode batches [1, 2, 4, 8, 12] + range(16, 257, 8) + range(272, 512, 16) + range(512,
+// max + 1, 32), cuda_graph_max_bs 512 on B200 and at TP >= 4 on H100/H200 (256 below TP 4:
+// set graph_batch_sizes); chunked_prefill_size 8192 below 160 GB of GPU memory (16384 above:
+// set max_batched_tokens on B200); mem_fraction_static ~0.88; max_running_requests =
+// max_total_tokens / 2 (bounded here by the KV cache itself). Prefill and decode do not share a
+// step unless --enable-mixed-chunk (python/sglang/srt/managers/scheduler.py,
+// get_next_batch_to_run: "Run prefill first if possible", else decode the running batch):
+// step_mix prefill-first. Host time: no published per-step measurement: 0 unless set.
 EngineProfile sglang() {
   EngineProfile e;
   e.name = "sglang";
+  e.kernels = "sglang";
   e.host_overlap = true;
   e.cuda_graphs = true;
-  e.graph_batch_sizes = sizes({1, 2, 4, 8}, 16, 160, 8);
+  e.graph_batch_sizes = sizes({1, 2, 4, 8, 12}, 16, 256, 8);
+  for (std::int64_t b = 272; b < 512; b += 16) e.graph_batch_sizes.push_back(b);
+  e.graph_batch_sizes.push_back(512);
   e.max_num_seqs = 4096;
   e.max_batched_tokens = 8192;
   e.chunked_prefill = true;
   e.admission = "on-demand";
   e.step_mix = "prefill-first";
   e.gpu_memory_utilization = 0.88;
-  e.source = "SGLang v0.4-v0.5: python/sglang/srt/server_args.py, python/sglang/srt/model_executor/cuda_graph_runner.py";
+  e.source = "SGLang 0.5.3+: python/sglang/srt/server_args.py (_handle_gpu_memory_settings, "
+             "_generate_cuda_graph_batch_sizes), python/sglang/srt/managers/scheduler.py";
   return e;
 }
 
@@ -91,6 +103,7 @@ EngineProfile sglang() {
 EngineProfile trtllm() {
   EngineProfile e;
   e.name = "trtllm";
+  e.kernels = "trtllm";
   e.cuda_graphs = false;
   e.max_num_seqs = 4096;
   e.max_batched_tokens = 8192;
@@ -98,6 +111,34 @@ EngineProfile trtllm() {
   e.admission = "reserve-full";
   e.kv_cache_free_memory_fraction = 0.9;
   e.source = "TensorRT-LLM 0.17: tensorrt_llm/bench/benchmark/throughput.py, tensorrt_llm/bench/dataclasses/configuration.py";
+  return e;
+}
+
+// TensorRT-LLM 1.x, PyTorch backend (the default from 1.0; trtllm-serve and the LLM API:
+// tensorrt_llm/llmapi/llm_args.py TorchLlmArgs): CUDA graphs on (cuda_graph_config defaults to
+// CudaGraphConfig()) for decode batches 1-31, 32, 64 and 128 (max_batch_size 0 -> 128,
+// _generate_cuda_graph_batch_sizes) without padding (enable_padding False: any other batch runs
+// eagerly); the overlap scheduler on (disable_overlap_scheduler False); chunked prefill off
+// (enable_chunked_prefill False); max_batch_size 2048 and max_num_tokens 8192 (BuildConfig, the
+// trtllm-serve options); KvCacheConfig.free_gpu_memory_fraction 0.9; the GUARANTEED_NO_EVICT
+// capacity scheduler (blocks of the whole request reserved at admission). Host time: not
+// published: 0 unless set.
+EngineProfile trtllm_pytorch() {
+  EngineProfile e;
+  e.name = "trtllm-pytorch";
+  e.kernels = "trtllm";
+  e.host_overlap = true;
+  e.cuda_graphs = true;
+  e.graph_batch_sizes = sizes({}, 1, 32, 1);
+  e.graph_batch_sizes.insert(e.graph_batch_sizes.end(), {64, 128});
+  e.graph_padding = false;
+  e.max_num_seqs = 2048;
+  e.max_batched_tokens = 8192;
+  e.chunked_prefill = false;
+  e.admission = "reserve-full";
+  e.kv_cache_free_memory_fraction = 0.9;
+  e.source = "TensorRT-LLM 1.0-1.3, PyTorch backend: tensorrt_llm/llmapi/llm_args.py (TorchLlmArgs, CudaGraphConfig, "
+             "KvCacheConfig, SchedulerConfig), tensorrt_llm/builder.py (BuildConfig), tensorrt_llm/commands/serve.py";
   return e;
 }
 
@@ -124,7 +165,10 @@ Registry<EngineProfile>& engine_profiles() {
     reg.add("none", "no engine step costs: the model's kernels and collectives only", none());
     reg.add("vllm", "vLLM V1: decode-first token budget, CUDA graphs up to 512, on-demand KV blocks", vllm());
     reg.add("sglang", "SGLang: overlap scheduler hides host time, CUDA graphs up to 160, on-demand KV", sglang());
-    reg.add("trtllm", "TensorRT-LLM: in-flight batching, whole-request KV reservation (no eviction)", trtllm());
+    reg.add("trtllm", "TensorRT-LLM 0.17 TensorRT engine (trtllm-bench): in-flight batching, whole-request KV "
+                      "reservation, no CUDA graphs", trtllm());
+    reg.add("trtllm-pytorch", "TensorRT-LLM 1.x PyTorch backend (trtllm-serve): CUDA graphs 1-32/64/128 unpadded, "
+                              "overlap scheduler, whole-request KV reservation, no chunked prefill", trtllm_pytorch());
     return reg;
   }();
   return r;
@@ -146,6 +190,11 @@ std::vector<ParamSpec> engine_profile_specs(const EngineProfile& b) {
       flag("cuda_graphs", b.cuda_graphs, "decode-only steps within the captured sizes replay a CUDA graph"),
       ParamSpec{"graph_batch_sizes", ParamType::kIntList, list_text(b.graph_batch_sizes), "sequences",
                 "captured decode batch sizes per rank, ascending (a batch is padded to the next one)", 1.0, 1e6, {}},
+      flag("graph_padding", b.graph_padding,
+           "a decode batch between captured sizes is padded to the next one (false: it runs eagerly)"),
+      ParamSpec{"kernels", ParamType::kString, b.kernels.empty() ? "none" : b.kernels, "",
+                "whose measured kernels price GEMMs and attention, and whose custom all-reduce runs in a node "
+                "(none: the datasheet model and NCCL)", {}, {}, {"trtllm", "sglang", "vllm", "none"}},
       f("graph_launch_us", b.graph_launch_us, "us", "host time of one graph launch (graph steps)", 1e6),
       f("graph_kernel_us", b.graph_kernel_us, "us", "per-kernel overhead inside a replayed graph (eager: gpu.kernel_launch_us)", 1e6),
   };
@@ -158,6 +207,8 @@ void apply_engine_params(const ParamSet& p, EngineProfile& e) {
   e.host_overlap = p.get_bool("host_overlap");
   e.cuda_graphs = p.get_bool("cuda_graphs");
   e.graph_batch_sizes = p.get_int_list("graph_batch_sizes");
+  e.graph_padding = p.get_bool("graph_padding");
+  e.kernels = p.get_string("kernels") == "none" ? std::string() : p.get_string("kernels");
   e.graph_launch_us = p.get_float("graph_launch_us");
   e.graph_kernel_us = p.get_float("graph_kernel_us");
 }

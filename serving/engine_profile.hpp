@@ -32,6 +32,10 @@ struct EngineProfile {
   /// kernel inside pays graph_kernel_us instead of the GPU's eager kernel_launch_us.
   bool cuda_graphs = false;
   std::vector<std::int64_t> graph_batch_sizes;  ///< ascending, per attention rank
+  /// A decode batch between two captured sizes is padded up to the next one (vLLM, SGLang,
+  /// TensorRT-LLM with enable_padding); false: only a batch of exactly a captured size replays a
+  /// graph, any other runs eagerly (TensorRT-LLM's default, CudaGraphConfig.enable_padding False).
+  bool graph_padding = true;
   double graph_launch_us = 0.0;
   double graph_kernel_us = 0.0;
   /// Scheduler defaults (serving: keys left out take these).
@@ -43,6 +47,10 @@ struct EngineProfile {
   double gpu_memory_utilization = 0.9;
   std::optional<double> kv_cache_free_memory_fraction;
   std::string source;  ///< where the defaults come from (engine, version, files)
+  /// Whose kernels price the GEMMs and attention and whose custom all-reduce runs inside a
+  /// node (hardware.calibration's per-engine fits): trtllm, sglang or vllm; empty: the datasheet
+  /// model and NCCL.
+  std::string kernels;
 
   bool active() const { return name != "none"; }
   /// The captured size a decode batch of `batch` sequences is padded to; 0 when it runs eagerly.

@@ -405,10 +405,9 @@ Scenario build(YAML::Node root, SourceMap& src, const std::vector<std::string>& 
     s.workload_kind = WorkloadKind::kServing;
     read_serving_sections(root, s, src, diags, cluster_ok, wl_res, serving_res, deployment_res);
     // The kernels the engine runs price the GEMMs (hardware.calibration's fits per engine).
-    const std::string& engine = s.serving.engine.name;
     // Their tensor-parallel all-reduces run the engines' custom kernels within a node.
-    if (engine == "trtllm" || engine == "sglang" || engine == "vllm") {
-      s.hardware.kernel_engine = engine;
+    if (const std::string& kernels = s.serving.engine.kernels; !kernels.empty()) {
+      s.hardware.kernel_engine = kernels;
       s.hardware.custom_all_reduce = true;
     }
   } else {

@@ -54,6 +54,10 @@ UNSUPPORTED_MODELS = {
 SYSTEMS = {"h100_sxm": "dgx-h100", "b200_sxm": "dgx-b200"}
 GPUS_PER_NODE = 8
 ENGINES = ("trtllm", "sglang", "vllm")
+# The engine presets of the points' versions (serving/engine_profile.cpp): every TensorRT-LLM point
+# is of the 1.x PyTorch backend (versions 1.0-1.3, or Dynamo 0.8 containers of TRT-LLM 1.2-1.3;
+# the unstated ones are of the same 2026 dumps), SGLang 0.5.x, vLLM 0.11-0.19.
+ENGINE_PRESETS = {"trtllm": "trtllm-pytorch", "sglang": "sglang", "vllm": "vllm"}
 # Quantisation modes -> moesim dtypes. fp8_block is FP8 with 128-block scales: the model's fp8
 # dtype, whose block-scaled checkpoints run block kernels (models/quantisation).
 QUANT = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16"}
@@ -186,6 +190,22 @@ def pool_deployment(row: dict, prefix: str, dense: bool = False) -> tuple[dict |
     return dep, text, None
 
 
+def engine_section(engine: str, system: str, dep: dict, mode: str) -> dict:
+    """The serving section of a point: its engine's preset, with the defaults the engine derives
+    from the GPU and the deployment where they differ from the preset's. SGLang (server_args.py,
+    _handle_gpu_memory_settings): cuda_graph_max_bs 256 below TP 4 on GPUs under 160 GB (H100),
+    512 otherwise (the preset's); chunked_prefill_size 16384 on GPUs above 160 GB (B200)."""
+    preset = ENGINE_PRESETS[engine]
+    section: dict = {"engine": preset, "layer_sampling": LAYER_SAMPLING}
+    if engine == "sglang":
+        tps = [dep["tensor_parallel"]] if mode == "agg" else [d["tensor_parallel"] for d in dep.values()]
+        if system == "h100_sxm" and max(tps) < 4:
+            section["engine"] = {"preset": preset, "graph_batch_sizes": [1, 2, 4, 8, 12] + list(range(16, 257, 8))}
+        if system == "b200_sxm":
+            section["max_batched_tokens"] = 16384
+    return section
+
+
 def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | None]:
     """The case entry and its scenario text (None, with case['skip_reason'], when not expressible)."""
     from make_scenarios import emit, slug, wrap  # the one YAML emitter of the validation folder
@@ -270,7 +290,7 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
                      "prompt_tokens": isl, "output_tokens": osl, "routing": {"kind": "uniform"}},
         # One MoE layer planned per step, standing for all (serving.layer_sampling, issue 27): within
         # 0.5% of the exact run on TTFT and TPOT here, and 10-30x faster.
-        "serving": {"engine": engine, "layer_sampling": LAYER_SAMPLING},
+        "serving": engine_section(engine, system, dep, mode),
         "deployment": dep,
         "policy": "static-ep" if expert_parallel else "tp-experts",
     }

@@ -91,7 +91,7 @@ class Rules(unittest.TestCase):
         self.assertIn("warmup_requests: 0", text)  # the source's means include the first wave
         self.assertIn("prompt_tokens: 1024", text)
         self.assertIn("output_tokens: 256", text)
-        self.assertIn("engine: trtllm", text)
+        self.assertIn("serving: {engine: trtllm-pytorch, layer_sampling: 256}", text)  # TRT-LLM 1.x
         self.assertIn("policy: static-ep", text)
         self.assertEqual(case["measured"], {"ttft_mean": 120.5, "tpot_mean": 14.2})
         self.assertEqual(case["num_gpus"], 8)
@@ -116,6 +116,19 @@ class Rules(unittest.TestCase):
                       text)
         self.assertIn("hardware: {preset: dgx-b200, nodes: 3}", text)
         self.assertEqual(case["num_gpus"], 24)
+
+    def test_the_engine_defaults_the_gpu_and_deployment_imply(self):
+        # SGLang: chunked_prefill_size 16384 above 160 GB (B200); cuda_graph_max_bs 256 below TP 4
+        # on an H100, 512 (the preset's) otherwise.
+        _, text = case_of(backend="sglang")
+        self.assertIn("serving: {engine: sglang, layer_sampling: 256, max_batched_tokens: 16384}", text)
+        _, text = case_of(backend="sglang", system="h100_sxm", tp_size=2, moe_tp_size=2, moe_ep_size=1)
+        self.assertIn("graph_batch_sizes: [1, 2, 4, 8, 12, 16, 24,", text)
+        self.assertIn("248, 256]}", text)
+        _, text = case_of(backend="sglang", system="h100_sxm")
+        self.assertIn("serving: {engine: sglang, layer_sampling: 256}", text)
+        _, text = case_of(backend="vllm")
+        self.assertIn("serving: {engine: vllm, layer_sampling: 256}", text)
 
     def test_a_dense_point_ignores_its_moe_columns(self):
         # The source writes 1, 0 or nothing in a dense model's moe_* columns: none is read.
