@@ -79,7 +79,7 @@ POINTS = data/kernels/serving_points.csv
 validate: build
 	python3 validation/kernels/kernel_table.py --moesim ./$(BUILD)/moesim
 	python3 validation/serving/make_scenarios.py && python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim
-	python3 validation/serving/make_scenarios.py --points $(POINTS)
+	python3 validation/serving/make_scenarios.py --points $(POINTS) --per-group 4
 	python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim --cases results/validation-points/cases.json \
 		--sample --timeout 150 --results-dir results/validation-points/runs --results-md validation/serving/points_sample.md \
 		--doc-block points-sample

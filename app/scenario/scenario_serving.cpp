@@ -702,9 +702,10 @@ void read_scheduler(const YAML::Node& root, Scenario& s, const SourceMap& src, D
   }
   // Without chunked prefill a prefill runs whole in one step, so the longest must fit the token
   // budget or its request never runs (the engine stalls). A recompute preemption prefills the
-  // prompt again with the tokens generated so far (up to output − 1); swap re-prefills prompts only.
+  // prompt again with the tokens generated so far (up to output − 1); swap re-prefills prompts only,
+  // and under reserve-full admission nothing is ever preempted.
   if (!cfg.chunked_prefill && sw.prompt.largest() >= 1 && sw.output.largest() >= 1) {
-    const bool recompute = cfg.preemption == Preemption::kRecompute;
+    const bool recompute = cfg.preemption == Preemption::kRecompute && cfg.admission == Admission::kOnDemand;
     const std::int64_t longest = sw.prompt.largest() + (recompute ? sw.output.largest() - 1 : 0);
     if (longest > cfg.max_batched_tokens)
       diags.error(at_key(sc, "max_batched_tokens", s.serving_where),

@@ -58,6 +58,7 @@ ENGINES = ("trtllm", "sglang", "vllm")
 # is of the 1.x PyTorch backend (versions 1.0-1.3, or Dynamo 0.8 containers of TRT-LLM 1.2-1.3;
 # the unstated ones are of the same 2026 dumps), SGLang 0.5.x, vLLM 0.11-0.19.
 ENGINE_PRESETS = {"trtllm": "trtllm-pytorch", "sglang": "sglang", "vllm": "vllm"}
+CHECKPOINT = "checkpoint"  # no precision stated: the checkpoint's own (the preset's dtypes)
 # Quantisation modes -> moesim dtypes. fp8_block is FP8 with 128-block scales: the model's fp8
 # dtype, whose block-scaled checkpoints run block kernels (models/quantisation).
 QUANT = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16"}
@@ -190,19 +191,57 @@ def pool_deployment(row: dict, prefix: str, dense: bool = False) -> tuple[dict |
     return dep, text, None
 
 
-def engine_section(engine: str, system: str, dep: dict, mode: str) -> dict:
-    """The serving section of a point: its engine's preset, with the defaults the engine derives
-    from the GPU and the deployment where they differ from the preset's. SGLang (server_args.py,
-    _handle_gpu_memory_settings): cuda_graph_max_bs 256 below TP 4 on GPUs under 160 GB (H100),
-    512 otherwise (the preset's); chunked_prefill_size 16384 on GPUs above 160 GB (B200)."""
+def generator_graph_sizes(bs: int) -> list[int]:
+    """The decode CUDA-graph batch sizes the deployment generator captures for a worker of
+    max_batch_size `bs` (trtllm.rule and sglang.rule, agg_decode cuda_graph_batch_sizes): 1-16,
+    then steps of 4 to 32, 8 to 64, 16 to 128, 32 to 256, 64 to 512, and bs - 8 .. bs + 8."""
+    sizes = set(range(1, 17)) | set(range(16, 33, 4)) | set(range(32, 65, 8)) | set(range(64, 129, 16))
+    sizes |= set(range(128, 257, 32)) | set(range(256, 513, 64)) | set(range(1 if bs <= 8 else bs - 8, bs + 9))
+    return sorted(sizes)
+
+
+def ceil_to(n: int, q: int) -> int:
+    return (n + q - 1) // q * q
+
+
+def engine_section(engine: str, system: str, mode: str, isl: int, bs: int) -> dict:
+    """The serving section of a point. The points are AIConfigurator's silicon runs (MANIFEST.md;
+    their ids carry its config ids), whose deployments its generator writes
+    (src/aiconfigurator/generator/rule_plugin/{trtllm,sglang,vllm}.rule at 095f58a): the settings
+    below are those rules, for a worker of max_batch_size `bs` (per
+    attention-DP rank: the clients' share; the decode worker's for disagg). Everything else is the engine preset's
+    default of the points' versions. The engines' bare defaults cannot be what ran: TensorRT-LLM's
+    max_num_tokens 8192 without chunked prefill rejects the points' 15,000-token prompts and
+    starves an 8,192-token prompt behind running decodes.
+
+    One serving section serves both pools of a disaggregated point: max_num_seqs is the decode
+    worker's and the token budget the prefill worker's (a decode step never reaches it)."""
     preset = ENGINE_PRESETS[engine]
+    graphs = generator_graph_sizes(bs)
     section: dict = {"engine": preset, "layer_sampling": LAYER_SAMPLING}
-    if engine == "sglang":
-        tps = [dep["tensor_parallel"]] if mode == "agg" else [d["tensor_parallel"] for d in dep.values()]
-        if system == "h100_sxm" and max(tps) < 4:
-            section["engine"] = {"preset": preset, "graph_batch_sizes": [1, 2, 4, 8, 12] + list(range(16, 257, 8))}
+    if preset == "trtllm-pytorch":
+        # max_batch_size bs; max_num_tokens ceil32(bs + isl + 500) agg, ceil32(isl + 500) prefill;
+        # graphs with enable_padding true; kv_cache_config.free_gpu_memory_fraction 0.80
+        # (extra_engine_args templates' default); chunked prefill off (the template's default).
+        section["engine"] = {"preset": preset, "graph_batch_sizes": graphs, "graph_padding": True}
+        section["max_num_seqs"] = bs
+        section["max_batched_tokens"] = ceil_to((bs if mode == "agg" else 0) + isl + 500, 32)
+        section["kv_cache_free_memory_fraction"] = 0.8
+    elif preset == "sglang":
+        # --cuda-graph-bs the list above; max_running_requests 512, or 2 x bs above 512;
+        # agg --enable-mixed-chunk (prefill and decode share a step). chunked_prefill_size stays
+        # SGLang's: 8192 below 160 GB of GPU memory, 16384 above (B200).
+        section["engine"] = {"preset": preset, "graph_batch_sizes": graphs}
+        section["max_num_seqs"] = 512 if bs < 512 else 2 * bs
+        if mode == "agg":
+            section["step_mix"] = "mixed"
         if system == "b200_sxm":
             section["max_batched_tokens"] = 16384
+    else:
+        # max_num_seqs 512, or 2 x bs above 512; max_num_batched_tokens bs + isl + 1500 agg,
+        # isl + 1500 prefill. Capture sizes are vLLM's own (the rule sets none).
+        section["max_num_seqs"] = 512 if bs < 512 else 2 * bs
+        section["max_batched_tokens"] = (bs if mode == "agg" else 0) + isl + 1500
     return section
 
 
@@ -223,8 +262,10 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
     if engine not in ENGINES:
         reasons.append(f"engine {engine}: unknown (known: {', '.join(ENGINES)})")
     # A point without quantisation modes runs its checkpoint's precision everywhere.
-    dtype = QUANT.get(row["gemm_quant_mode"] or row["precision"])
-    expert_dtype = QUANT.get(row["moe_quant_mode"] or row["precision"])
+    # A point that states no precision at all ran its checkpoint as shipped: the preset's dtypes.
+    as_shipped = not (row["gemm_quant_mode"] or row["moe_quant_mode"] or row["precision"])
+    dtype = CHECKPOINT if as_shipped else QUANT.get(row["gemm_quant_mode"] or row["precision"])
+    expert_dtype = CHECKPOINT if as_shipped else QUANT.get(row["moe_quant_mode"] or row["precision"])
     conc = _num(row, "concurrency")
     dep, dep_text, gpus = None, mode, 0
     if not reasons:  # without a model, system and engine the rest of the point reads against nothing
@@ -236,6 +277,13 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
         if mode == "agg":
             dep, dep_text, why = pool_deployment(row, "", preset in DENSE)
             gpus = dep["tensor_parallel"] * dep["data_parallel"] if dep else 0
+            # batch_size is the clients per attention-DP rank of one copy (2,482 of the 2,496
+            # aggregated points); where it is not, the copies the clients spread over are unknown.
+            bs = _num(row, "batch_size")
+            if dep and bs and conc and bs * dep["data_parallel"] != conc:
+                why = (why + "; " if why else "") + (
+                    f"batch_size {int(bs)} x attention DP{dep['data_parallel']} is not the concurrency {int(conc)}: "
+                    "how many copies of the deployment served the clients is not stated")
         elif mode == "disagg":
             pre, pre_text, why_p = pool_deployment(row, "prefill_", preset in DENSE)
             dec, dec_text, why_d = pool_deployment(row, "decode_", preset in DENSE)
@@ -271,9 +319,14 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
         return case, None
     clients = int(conc)
     requests = max(REQUESTS_PER_CLIENT * clients, MIN_REQUESTS)
+    # A worker's max_batch_size: its attention-DP ranks' share of the clients (the decode workers'
+    # when disaggregated). The batch_size column is that share in 2,482 of the 2,496 aggregated
+    # points, but per GPU in the nvidia_* rows (56 at TP4 and concurrency 224), so it is not read.
+    ranks = dep["data_parallel"] if mode == "agg" else dep["decode"]["data_parallel"] * dep["decode"]["instances"]
+    batch = math.ceil(clients / ranks)
     nodes = math.ceil(gpus / GPUS_PER_NODE)
     hardware = SYSTEMS[system] if nodes == 1 else {"preset": SYSTEMS[system], "nodes": nodes}
-    if model_name in NATIVE_4BIT and expert_dtype == "nvfp4":
+    if (model_name in NATIVE_4BIT and expert_dtype == "nvfp4") or dtype == CHECKPOINT:
         model = {"preset": preset}
     else:
         model = {"preset": preset, "dtype": dtype}
@@ -290,7 +343,7 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
                      "prompt_tokens": isl, "output_tokens": osl, "routing": {"kind": "uniform"}},
         # One MoE layer planned per step, standing for all (serving.layer_sampling, issue 27): within
         # 0.5% of the exact run on TTFT and TPOT here, and 10-30x faster.
-        "serving": engine_section(engine, system, dep, mode),
+        "serving": engine_section(engine, system, mode, isl, batch),
         "deployment": dep,
         "policy": "static-ep" if expert_parallel else "tp-experts",
     }
@@ -304,9 +357,9 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
     if model_note:
         head += wrap(model_note + ".")
     head += wrap(f"Requests (validation/serving/points.py's rule, the same for every point): max({REQUESTS_PER_CLIENT}"
-                 f" x {clients} clients, {MIN_REQUESTS}) = {requests}, closed loop, every request measured; the "
-                 "engine preset's defaults for everything the point does not state (batch limits, KV dtype, CUDA "
-                 "graphs).")
+                 f" x {clients} clients, {MIN_REQUESTS}) = {requests}, closed loop, every request measured; batch "
+                 "limits and CUDA graphs as the source's deployment generator writes them for a worker of "
+                 f"max_batch_size {batch}, the engine preset's defaults for the rest.")
     return case, emit(doc, head)
 
 

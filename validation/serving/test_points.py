@@ -91,7 +91,8 @@ class Rules(unittest.TestCase):
         self.assertIn("warmup_requests: 0", text)  # the source's means include the first wave
         self.assertIn("prompt_tokens: 1024", text)
         self.assertIn("output_tokens: 256", text)
-        self.assertIn("serving: {engine: trtllm-pytorch, layer_sampling: 256}", text)  # TRT-LLM 1.x
+        self.assertIn("engine: {preset: trtllm-pytorch, ", text)  # TRT-LLM 1.x
+        self.assertIn("max_num_seqs: 8\n", text)  # the batch of one of the 8 attention-DP ranks
         self.assertIn("policy: static-ep", text)
         self.assertEqual(case["measured"], {"ttft_mean": 120.5, "tpot_mean": 14.2})
         self.assertEqual(case["num_gpus"], 8)
@@ -117,18 +118,22 @@ class Rules(unittest.TestCase):
         self.assertIn("hardware: {preset: dgx-b200, nodes: 3}", text)
         self.assertEqual(case["num_gpus"], 24)
 
-    def test_the_engine_defaults_the_gpu_and_deployment_imply(self):
-        # SGLang: chunked_prefill_size 16384 above 160 GB (B200); cuda_graph_max_bs 256 below TP 4
-        # on an H100, 512 (the preset's) otherwise.
-        _, text = case_of(backend="sglang")
-        self.assertIn("serving: {engine: sglang, layer_sampling: 256, max_batched_tokens: 16384}", text)
-        _, text = case_of(backend="sglang", system="h100_sxm", tp_size=2, moe_tp_size=2, moe_ep_size=1)
-        self.assertIn("graph_batch_sizes: [1, 2, 4, 8, 12, 16, 24,", text)
-        self.assertIn("248, 256]}", text)
-        _, text = case_of(backend="sglang", system="h100_sxm")
-        self.assertIn("serving: {engine: sglang, layer_sampling: 256}", text)
-        _, text = case_of(backend="vllm")
-        self.assertIn("serving: {engine: vllm, layer_sampling: 256}", text)
+    def test_the_engine_settings_are_the_generators(self):
+        # TensorRT-LLM (trtllm.rule): max_batch_size = the point's batch_size, max_num_tokens
+        # ceil32(bs + isl + 500), padded graphs 1-16 ... 512 and bs +- 8, KV fraction 0.8.
+        _, text = case_of(batch_size=32, concurrency=32)
+        self.assertIn("engine: {preset: trtllm-pytorch, graph_batch_sizes: [1, 2, 3,", text)
+        self.assertIn("graph_padding: true}", text)
+        self.assertIn("max_num_seqs: 32\n  max_batched_tokens: 1568\n  kv_cache_free_memory_fraction: 0.8\n", text)
+        sizes = P.generator_graph_sizes(100)
+        self.assertTrue({1, 16, 20, 40, 80, 92, 108, 128, 160, 512} <= set(sizes))
+        self.assertNotIn(109, sizes)
+        # SGLang (sglang.rule): max_running_requests 512, mixed chunks in agg, 16384 chunks on B200.
+        _, text = case_of(backend="sglang", batch_size=16, concurrency=16)
+        self.assertIn("max_num_seqs: 512\n  step_mix: mixed\n  max_batched_tokens: 16384\n", text)
+        # vLLM (vllm.rule): max_num_batched_tokens bs + isl + 1500; 2 x bs above 512.
+        _, text = case_of(backend="vllm", batch_size=1024, concurrency=1024)
+        self.assertIn("serving: {engine: vllm, layer_sampling: 256, max_num_seqs: 2048, max_batched_tokens: 3548}", text)
 
     def test_a_dense_point_ignores_its_moe_columns(self):
         # The source writes 1, 0 or nothing in a dense model's moe_* columns: none is read.
@@ -140,6 +145,12 @@ class Rules(unittest.TestCase):
             self.assertIn("deployment: {tensor_parallel: 4, data_parallel: 1, expert_parallel: false, instances: 1}",
                           text)
             self.assertIn("policy: tp-experts", text)
+
+    def test_a_point_without_a_precision_runs_its_checkpoint(self):
+        case, text = case_of(model_path="Qwen/Qwen3-32B", precision="", gemm_quant_mode="", moe_quant_mode="",
+                             tp_size=2, moe_tp_size="", moe_ep_size="")
+        self.assertIsNotNone(text, case.get("skip_reason"))
+        self.assertIn("model: {preset: qwen3-32b}", text)
 
     def test_checkpoint_precisions(self):
         _, text = case_of(gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4")
@@ -160,7 +171,8 @@ class Rules(unittest.TestCase):
                            ({"pp_size": 2}, "pipeline parallelism"),
                            ({"attention_dp_size": 4, "tp_size": 2, "moe_tp_size": 8, "moe_ep_size": 1},
                             "across attention DP4"),
-                           ({"mode": "spec"}, "mode 'spec'")]:
+                           ({"mode": "spec"}, "mode 'spec'"),
+                           ({"batch_size": 10, "concurrency": 80}, "how many copies of the deployment")]:
             case, text = case_of(**kw)
             self.assertIsNone(text, kw)
             self.assertIn(reason, case["skip_reason"], kw)
