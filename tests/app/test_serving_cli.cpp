@@ -194,9 +194,12 @@ TEST_F(ServingCli, BadServingInputExits2LocatedAndWritesNothing) {
     EXPECT_EQ(val.code, 2) << val.out;
     EXPECT_EQ(val.err, run.err);
   }
-  // The same budget is fine with chunking, or with swap (prompts alone are re-prefilled).
-  for (const std::string& serving : {std::string("{max_batched_tokens: 512, chunked_prefill: true}"),
-                                     std::string("{max_batched_tokens: 512, chunked_prefill: false, preemption: swap}")}) {
+  // The same budget is fine with chunking, with swap (prompts alone are re-prefilled), or under
+  // reserve-full admission (nothing is ever preempted, so nothing is re-prefilled).
+  for (const std::string& serving :
+       {std::string("{max_batched_tokens: 512, chunked_prefill: true}"),
+        std::string("{max_batched_tokens: 512, chunked_prefill: false, preemption: swap}"),
+        std::string("{max_batched_tokens: 512, chunked_prefill: false, admission: reserve-full}")}) {
     const std::string file = write("fine.yaml", scenario("{kind: serving, requests: 20, arrival: {process: poisson, rate_per_s: 10}, "
                                                          "prompt_tokens: 500, output_tokens: 200}",
                                                          serving));
