@@ -83,6 +83,8 @@ validate: build
 	python3 validation/serving/validate.py --moesim ./$(BUILD)/moesim --cases results/validation-points/cases.json \
 		--sample --timeout 150 --results-dir results/validation-points/runs --results-md validation/serving/points_sample.md \
 		--doc-block points-sample
+	python3 validation/serving/fit_serving.py --cases results/validation-points/cases.json --sample \
+		--results-dir results/validation-points/runs --out validation/serving/serving_fit.md --doc-block serving-fit
 
 validate-all: build
 	python3 validation/serving/make_scenarios.py --points $(POINTS)

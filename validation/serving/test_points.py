@@ -18,6 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+import fit_serving as FS  # noqa: E402
 import points as P  # noqa: E402
 
 HEADER = list(P.REQUIRED) + ["pp_size", "batch_size"] + [f"{p}{f}" for p in ("prefill_", "decode_")
@@ -187,6 +188,44 @@ class Rules(unittest.TestCase):
         self.assertEqual(len(chosen), 6)
         self.assertEqual(chosen, P.stratified_sample(cases, 2, 48))
         self.assertEqual({c["group"] for c in cases if c["id"] in chosen}, {c["group"] for c in cases})
+
+
+class FitServing(unittest.TestCase):
+    """The host-time fit (fit_serving.py) recovers known coefficients and respects its split."""
+
+    def synthetic(self, coef: dict, n: int = 24) -> list[dict]:
+        pts = []
+        for i in range(n):
+            b, isl = [1, 4, 16, 64, 256][i % 5], [512, 1024, 4096, 8192][i % 4]
+            sim_tpot, sim_ttft = 5.0 + 0.02 * b, 40.0 + 0.05 * isl
+            tpot, ttft = FS.predict({"sim_tpot": sim_tpot, "sim_ttft": sim_ttft, "batch": b, "isl": isl}, coef)
+            pts.append({"id": f"p{i}", "engine": "vllm", "model": f"m{i % 3}", "batch": b, "isl": isl,
+                        "tpot": tpot, "ttft": ttft, "sim_tpot": sim_tpot, "sim_ttft": sim_ttft})
+        return pts
+
+    def test_known_coefficients_are_recovered(self):
+        truth = {"step_ms": 1.5, "seq_ms": 0.03, "request_ms": 25.0, "prompt_ms_per_k": 4.0}
+        got = FS.fit_engine(self.synthetic(truth))
+        for k, v in truth.items():
+            self.assertAlmostEqual(got[k], v, places=6, msg=k)
+
+    def test_host_time_is_never_negative(self):
+        # moesim slower than measured everywhere: no host time explains that, so every coefficient is 0.
+        pts = self.synthetic({"step_ms": 0.0, "seq_ms": 0.0, "request_ms": 0.0, "prompt_ms_per_k": 0.0})
+        for p in pts:
+            p["sim_tpot"] *= 1.3
+            p["sim_ttft"] *= 1.3
+        self.assertEqual(FS.fit_engine(pts), {"step_ms": 0.0, "seq_ms": 0.0, "request_ms": 0.0, "prompt_ms_per_k": 0.0})
+
+    def test_the_split_is_by_model_and_stated(self):
+        pts = self.synthetic({"step_ms": 1.0, "seq_ms": 0.0, "request_ms": 0.0, "prompt_ms_per_k": 0.0})
+        held = FS.held_back(pts, "every-other-model")
+        self.assertEqual({p["model"] for p in pts if p["id"] in held}, {"m1"})
+        self.assertEqual(FS.held_back(pts, "model:m0,m2"), {p["id"] for p in pts if p["model"] != "m1"})
+        with self.assertRaises(ValueError):
+            FS.held_back(pts, "model:nope")
+        with self.assertRaises(ValueError):
+            FS.held_back(pts, "random")
 
 
 class Files(unittest.TestCase):

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Fits what each engine spends outside the simulated kernels to measured serving points, on a split
+stated before fitting, and reports the fitted and held-back points apart (issue 48, section 3).
+
+    python3 validation/serving/fit_serving.py --cases results/validation-points/cases.json \\
+        --results-dir results/validation-points/runs [--holdout every-other-model | model:NAME,... | none] \\
+        [--sample] [--out validation/serving/serving_fit.md] [--doc-block serving-fit]
+
+The runs are moesim's (validate.py) with the engine presets' host costs, which are 0: whatever the
+engine spends between kernels is missing from them. Per engine, the fit adds (BLIS fits per-step,
+per-sequence and per-token coefficients against vLLM runs the same way):
+
+    TPOT = simulated TPOT + step_ms + seq_ms x B           B: clients per attention-DP rank
+    TTFT = simulated TTFT + request_ms + prompt_ms_per_k x ISL / 1000
+
+with every coefficient >= 0 (host time cannot be negative), chosen to minimise the squared relative
+error over the fit split. The additive form is the first-order effect of a host cost on the runs;
+a coefficient that comes out 0 says the residuals are not host time (moesim is already slower than
+measured there: the kernels or the batching, not the host, are off). Kernel parameters are never
+refitted here. The split rule is applied to the cases before anything is fitted; the held-back
+points are scored with the coefficients of the fit split only.
+"""
+import argparse
+import json
+import statistics
+import sys
+from itertools import product
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ENGINES = ("trtllm", "sglang", "vllm")
+
+
+def least_squares_nonneg(rows: list[list[float]], targets: list[float]) -> list[float]:
+    """argmin_x sum (a.x - t)^2 over x >= 0, for a handful of columns: the unconstrained solution
+    of every subset of free columns (the others at 0), the best feasible one kept."""
+    n = len(rows[0]) if rows else 0
+    best, best_cost = [0.0] * n, sum(t * t for t in targets)
+    for free in product((False, True), repeat=n):
+        idx = [j for j in range(n) if free[j]]
+        if not idx:
+            continue
+        # Normal equations (A_f^T A_f) x = A_f^T t, solved by Gauss-Jordan elimination.
+        k = len(idx)
+        m = [[sum(r[idx[i]] * r[idx[j]] for r in rows) for j in range(k)] +
+             [sum(r[idx[i]] * t for r, t in zip(rows, targets))] for i in range(k)]
+        singular = False
+        for c in range(k):
+            p = max(range(c, k), key=lambda i: abs(m[i][c]))
+            if abs(m[p][c]) < 1e-12:
+                singular = True
+                break
+            m[c], m[p] = m[p], m[c]
+            for i in range(k):
+                if i != c:
+                    f = m[i][c] / m[c][c]
+                    m[i] = [a - f * b for a, b in zip(m[i], m[c])]
+        if singular:
+            continue
+        x = [0.0] * n
+        for i, j in enumerate(idx):
+            x[j] = m[i][k] / m[i][i]
+        if any(v < 0 for v in x):
+            continue
+        cost = sum((sum(a * v for a, v in zip(r, x)) - t) ** 2 for r, t in zip(rows, targets))
+        if cost < best_cost - 1e-15:
+            best, best_cost = x, cost
+    return best
+
+
+def fit_engine(points: list[dict]) -> dict:
+    """Coefficients (ms) of one engine from its points (each: measured and simulated tpot/ttft,
+    batch B, isl), fitted to relative error."""
+    tp = [p for p in points if p["sim_tpot"] is not None]
+    tt = [p for p in points if p["sim_ttft"] is not None]
+    # Relative residual (sim + x.a - meas) / meas: rows a / meas, targets (meas - sim) / meas.
+    step, seq = least_squares_nonneg([[1.0 / p["tpot"], p["batch"] / p["tpot"]] for p in tp],
+                                     [(p["tpot"] - p["sim_tpot"]) / p["tpot"] for p in tp]) if tp else (0.0, 0.0)
+    req, per_k = least_squares_nonneg([[1.0 / p["ttft"], p["isl"] / 1000.0 / p["ttft"]] for p in tt],
+                                      [(p["ttft"] - p["sim_ttft"]) / p["ttft"] for p in tt]) if tt else (0.0, 0.0)
+    return {"step_ms": step, "seq_ms": seq, "request_ms": req, "prompt_ms_per_k": per_k}
+
+
+def predict(p: dict, c: dict) -> tuple[float | None, float | None]:
+    tpot = None if p["sim_tpot"] is None else p["sim_tpot"] + c["step_ms"] + c["seq_ms"] * p["batch"]
+    ttft = None if p["sim_ttft"] is None else p["sim_ttft"] + c["request_ms"] + c["prompt_ms_per_k"] * p["isl"] / 1000
+    return tpot, ttft
+
+
+def held_back(points: list[dict], rule: str) -> set[str]:
+    """Ids of the held-back points. every-other-model: the models in sorted order, every second
+    one (the 2nd, 4th, ...) held back; model:A,B: those models; none: nothing."""
+    models = sorted({p["model"] for p in points})
+    if rule == "none":
+        names = set()
+    elif rule == "every-other-model":
+        names = set(models[1::2])
+    elif rule.startswith("model:"):
+        names = {n.strip() for n in rule[len("model:"):].split(",") if n.strip()}
+        unknown = names - set(models)
+        if unknown:
+            raise ValueError(f"--holdout {rule}: no point of {', '.join(sorted(unknown))} "
+                             f"(models: {', '.join(models)})")
+    else:
+        raise ValueError(f"--holdout {rule!r}: expected every-other-model, model:NAME[,NAME...] or none")
+    return {p["id"] for p in points if p["model"] in names}
+
+
+def load_points(cases_path: Path, results_dir: Path, sample: bool) -> list[dict]:
+    """The simulated points (the sample's only with `sample`): measured and simulated TPOT/TTFT,
+    engine, model, B and ISL. A result older than its scenario is stale and not read."""
+    doc = json.loads(cases_path.read_text())
+    out = []
+    for c in doc["cases"]:
+        res = results_dir / c["id"] / "result.json"
+        if "scenario" not in c or c["engine"] not in ENGINES or not res.is_file() or (sample and not c.get("sample")):
+            continue
+        scenario = ROOT / c["scenario"]
+        if scenario.is_file() and res.stat().st_mtime < scenario.stat().st_mtime:
+            continue
+        try:
+            m = json.loads(res.read_text())["runs"][0]["metrics"]
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+        meas = c["measured"]
+        out.append({"id": c["id"], "engine": c["engine"], "model": c["model"].split("/")[-1],
+                    "batch": float(c.get("batch_per_rank") or c.get("clients") or 1), "isl": float(c["input_tokens"]),
+                    "tpot": meas["tpot_mean"], "ttft": meas["ttft_mean"],
+                    "sim_tpot": (m.get("tpot_ms") or {}).get("mean"), "sim_ttft": (m.get("ttft_ms") or {}).get("mean")})
+    return out
+
+
+def median_abs(errors: list[float]) -> str:
+    return f"{statistics.median(abs(e) for e in errors):.1f}" if errors else "-"
+
+
+def report(points: list[dict], held: set[str], rule: str) -> tuple[dict, list[str]]:
+    coefs = {e: fit_engine([p for p in points if p["engine"] == e and p["id"] not in held]) for e in ENGINES}
+    lines = [f"{len(points)} simulated points; split `--holdout {rule}` stated before fitting: {len(held)} held back "
+             f"({', '.join(sorted({p['model'] for p in points if p['id'] in held})) or 'none'}), "
+             f"{len(points) - len(held)} fitted. Coefficients fitted on the fit split only (ms, >= 0):", "",
+             "| engine | step_ms | seq_ms (x B) | request_ms | prompt_ms per 1k tokens |", "| --- | --- | --- | --- | --- |"]
+    for e in ENGINES:
+        c = coefs[e]
+        lines.append(f"| {e} | {c['step_ms']:.3f} | {c['seq_ms']:.4f} | {c['request_ms']:.1f} | {c['prompt_ms_per_k']:.2f} |")
+    lines += ["", "Median |error| % before (the runs) and after (runs + fitted host time), per split:", "",
+              "| engine | split | points | TPOT before | TPOT after | TTFT before | TTFT after |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for e in ENGINES + ("all",):
+        for name, part in (("fitted", False), ("held back", True)):
+            ps = [p for p in points if (e == "all" or p["engine"] == e) and (p["id"] in held) == part]
+            if not ps:
+                continue
+            b_tp, a_tp, b_tt, a_tt = [], [], [], []
+            for p in ps:
+                tpot, ttft = predict(p, coefs[p["engine"]])
+                if tpot is not None:
+                    b_tp.append((p["sim_tpot"] - p["tpot"]) / p["tpot"] * 100)
+                    a_tp.append((tpot - p["tpot"]) / p["tpot"] * 100)
+                if ttft is not None:
+                    b_tt.append((p["sim_ttft"] - p["ttft"]) / p["ttft"] * 100)
+                    a_tt.append((ttft - p["ttft"]) / p["ttft"] * 100)
+            label = f"**{e}**" if e == "all" else e
+            lines.append(f"| {label} | {name} | {len(ps)} | {median_abs(b_tp)} | {median_abs(a_tp)} | "
+                         f"{median_abs(b_tt)} | {median_abs(a_tt)} |")
+    return coefs, lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=Path, default=ROOT / "results/validation-points/cases.json")
+    ap.add_argument("--results-dir", type=Path, default=ROOT / "results/validation-points/runs")
+    ap.add_argument("--holdout", default="every-other-model")
+    ap.add_argument("--sample", action="store_true", help="only the stratified sample's points (make validate's)")
+    ap.add_argument("--out", type=Path, help="write the report (markdown) here")
+    ap.add_argument("--json", type=Path, help="write the coefficients (JSON) here")
+    ap.add_argument("--doc-block", help="also replace <!-- NAME:begin/end --> in docs/validation.md")
+    args = ap.parse_args()
+    try:
+        points = load_points(args.cases, args.results_dir, args.sample)
+        held = held_back(points, args.holdout)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"fit_serving: error: {e}", file=sys.stderr)
+        return 2
+    if not points:
+        print(f"fit_serving: error: no simulated point under {args.results_dir} (run validate.py first)", file=sys.stderr)
+        return 2
+    coefs, lines = report(points, held, args.holdout)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text("# Engine host time fitted to measured serving points\n\nGenerated by "
+                            "`validation/serving/fit_serving.py`; do not edit by hand.\n\n" + text)
+    if args.json:
+        args.json.write_text(json.dumps({"holdout": args.holdout, "coefficients": coefs}, indent=2) + "\n")
+    if args.doc_block:
+        doc = ROOT / "docs/validation.md"
+        s = doc.read_text()
+        begin, end = f"<!-- {args.doc_block}:begin -->", f"<!-- {args.doc_block}:end -->"
+        if begin not in s or end not in s:
+            print(f"fit_serving: error: {doc} has no {begin} ... {end} block", file=sys.stderr)
+            return 2
+        s = s[:s.index(begin) + len(begin)] + "\n\n" + text + "\n" + s[s.index(end):]
+        doc.write_text(s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
