@@ -481,10 +481,13 @@ ParallelLayout read_layout(const ParamSet& p, int gpus, const std::string& what,
                 what + "tensor_parallel (" + std::to_string(tp) + ") must divide the model's " + std::to_string(heads) +
                     " attention heads (each GPU of a group runs the same number of heads)");
   const int per_node = s.hardware.gpus_per_node;
-  if (cluster_ok && per_node > 0 && per_node % tp != 0)
+  // A group is part of one node or whole nodes: its all-reduces run over NVLink inside a node, and
+  // over NVLink and the NICs (NCCL's inter-node algorithms) when it spans nodes (TP16 on two DGXs).
+  if (cluster_ok && per_node > 0 && per_node % tp != 0 && tp % per_node != 0)
     diags.error(at_key(p, "tensor_parallel", where),
                 what + "tensor_parallel (" + std::to_string(tp) + ") must divide the GPUs of a node (" +
-                    std::to_string(per_node) + "): an attention group's all-reduces stay inside one node");
+                    std::to_string(per_node) + ") or be a multiple of them: an attention group is part of one node "
+                    "or whole nodes");
   if (l.moe_expert_parallel > 1 && (l.expert_parallel || tp % l.moe_expert_parallel != 0))
     diags.error(at_key(p, "moe_expert_parallel", where),
                 what + "moe_expert_parallel (" + std::to_string(l.moe_expert_parallel) +

@@ -373,7 +373,9 @@ TEST(ScenarioServing, DeploymentLayoutsAreCheckedAtTheirKeys) {
   // Mixtral: 32 heads; 2 DGX A100 nodes of 8 GPUs.
   std::string t = serving("poisson", "512", "128", "deployment:\n  tensor_parallel: 3\n");
   expect_error(t, 11, "3", "tensor_parallel (3) must divide the model's 32 attention heads");
-  expect_error(t, 11, "3", "must divide the GPUs of a node (8)");
+  expect_error(t, 11, "3", "must divide the GPUs of a node (8) or be a multiple of them");
+  // A group of whole nodes: TP16 over the two nodes, its all-reduces across the NICs.
+  EXPECT_TRUE(errors_of(serving("poisson", "512", "128", "deployment: {tensor_parallel: 16}\n")).empty());
   t = serving("poisson", "512", "128", "deployment: {tensor_parallel: 4, data_parallel: 2, instances: 3}\n");
   expect_error(t, 10, "3}", "tensor_parallel x data_parallel x instances (4 x 2 x 3) needs more GPUs than the 16 it has");
   t = serving("poisson", "512", "128", "deployment: {tensor_parallel: 2, data_parallel: many}\n");
