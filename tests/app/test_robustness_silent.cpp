@@ -187,8 +187,13 @@ TEST(Silent, ConfigJsonValuesPassTheDeclaredRanges) {
 TEST(Silent, DenseModelsRouteNothing) {
   const std::string dense = with(kBase, "{preset: mixtral-8x7b, layers: 2}", "{preset: llama-3.1-8b, layers: 2}");
   const fs::path dir = scratch("dense");
-  const auto ok = run_cli_captured({"validate", write(dir, "s.yaml", with(dense, "policy: static-ep", "policy: tp-experts")).string()});
+  const std::string file = write(dir, "s.yaml", with(dense, "policy: static-ep", "policy: tp-experts")).string();
+  const auto ok = run_cli_captured({"validate", file});
   EXPECT_EQ(ok.code, 0) << ok.err;
+  // And it runs: every layer dense, no routed token, a KV cache that fits.
+  const auto run = run_cli_captured({"run", file, "--out", (dir / "out").string(), "-q"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_TRUE(fs::exists(dir / "out" / "result.json"));
   expect_refused(dense, "a dense model ('experts: 0') routes no token: 'top_k' must be 0, got 2", {"model.top_k=2"});
   expect_refused(kBase, "the model has no MoE layer", {"model.first_dense_layers=2", "model.dense_ffn=100"});
 }
