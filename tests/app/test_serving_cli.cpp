@@ -146,7 +146,7 @@ TEST_F(ServingCli, BadServingInputExits2LocatedAndWritesNothing) {
       {"trace_unsorted", scenario("{kind: serving, requests: 20, arrival: {process: trace, file: unsorted.csv}}"), "sorted"},
       {"pools_larger_than_cluster", scenario(ok_wl, "{}", "deployment: {prefill_gpus: 6, decode_gpus: 4}\n"), "exceeds"},
       {"tp_not_dividing_heads", scenario(ok_wl, "{}", "deployment: {tensor_parallel: 3}\n"), "attention heads"},
-      {"tp_across_nodes", scenario(ok_wl, "{}", "deployment: {tensor_parallel: 16}\n"), "GPUs of a node"},
+      {"tp_over_cluster", scenario(ok_wl, "{}", "deployment: {tensor_parallel: 16}\n"), "needs more GPUs than the 8"},
       {"tp_times_dp_over_cluster", scenario(ok_wl, "{}", "deployment: {tensor_parallel: 4, data_parallel: 4}\n"),
        "needs more GPUs"},
       {"no_ep_with_ep_policy", scenario(ok_wl, "{}", "deployment: {tensor_parallel: 2, expert_parallel: false}\n"),
