@@ -190,6 +190,19 @@ class Rules(unittest.TestCase):
         self.assertEqual({c["group"] for c in cases if c["id"] in chosen}, {c["group"] for c in cases})
 
 
+class Summary(unittest.TestCase):
+    def test_every_miss_names_its_mechanism_or_says_it_is_not_traced(self):
+        import validate as V
+        recs = [{"metric": "tpot_mean", "model": g, "error": e} for g, e in
+                (("A, b200_sxm, sglang, agg", 40.0), ("B, h100_sxm, vllm, agg", 5.0), ("C, h100_sxm, trtllm, agg", -30.0))]
+        lines = V.summary(recs, {"tpot_mean": 10.0}, {("tpot_mean", "A, b200_sxm, sglang, agg"): "fused MoE"})
+        row = {l.split("|")[2].strip(): l.split("|")[-2].strip() for l in lines[2:]}
+        self.assertEqual(row["A, b200_sxm, sglang, agg"], "fused MoE")
+        self.assertEqual(row["B, h100_sxm, vllm, agg"], "")  # met: nothing to explain
+        self.assertEqual(row["C, h100_sxm, trtllm, agg"], "not traced yet")
+        self.assertNotIn("mechanism", "".join(V.summary(recs, {"tpot_mean": 10.0})))  # the old table has no column
+
+
 class FitServing(unittest.TestCase):
     """The host-time fit (fit_serving.py) recovers known coefficients and respects its split."""
 
