@@ -29,7 +29,9 @@ AttentionFamily attention_family_of(const Op& op) {
   switch (op.attention) {
     case AttentionForm::kMlaLatent: return AttentionFamily::kMlaDecode;
     case AttentionForm::kMlaFull: return AttentionFamily::kMlaPrefill;
-    case AttentionForm::kGqa: break;
+    case AttentionForm::kGqa:
+    case AttentionForm::kLinear:   // no table: ComputeCostModel::attention_fit gives none
+    case AttentionForm::kIndexer: break;
   }
   // Decode reads a cache longer than its few query tokens; a prompt (or its first chunk) attends
   // only to itself, so its keys never outnumber its query tokens.

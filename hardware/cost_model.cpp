@@ -59,6 +59,8 @@ const GemmKernelFit* ComputeCostModel::gemm_fit(DType dt) const {
 }
 
 const AttentionKernelFit* ComputeCostModel::attention_fit(const Op& op) const {
+  // No kernel table times Gated DeltaNet or DSA's indexer: they are priced at the roofline.
+  if (op.attention == AttentionForm::kLinear || op.attention == AttentionForm::kIndexer) return nullptr;
   const auto f = static_cast<std::size_t>(attention_family_of(op));
   const auto c = static_cast<std::size_t>(op.dtype), kv = static_cast<std::size_t>(op.kv_dtype);
   return attention_fits_[(f * kNumDTypes + c) * kNumDTypes + kv];

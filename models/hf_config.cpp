@@ -2,7 +2,9 @@
 // follow the Hugging Face transformers configuration classes (configuration_deepseek_v3.py,
 // configuration_qwen3_moe.py, configuration_qwen2_moe.py, configuration_mixtral.py,
 // configuration_llama4.py, configuration_gpt_oss.py, configuration_olmoe.py, configuration_llama.py,
-// configuration_qwen3.py, MiniMax's configuration_minimax_m2.py) and the model code that reads
+// configuration_qwen3.py, MiniMax's configuration_minimax_m2.py, configuration_qwen3_next.py,
+// configuration_qwen3_5_moe.py, configuration_deepseek_v32.py, configuration_glm_moe_dsa.py) and
+// the model code that reads
 // them (which layers are MoE, how wide the shared expert is).
 #include "models/hf_config.hpp"
 
@@ -104,6 +106,7 @@ void read_dtype(FieldReader& top, FieldReader* inner, ModelSpec& m) {
   std::string t = top.opt_string("torch_dtype");
   if (t.empty()) t = top.opt_string("dtype");
   if (t.empty() && inner) t = inner->opt_string("torch_dtype");
+  if (t.empty() && inner) t = inner->opt_string("dtype");
   if (t == "float16") m.dtype = DType::kFp16;
   else if (t == "float32") m.dtype = DType::kFp32;
   else if (t.empty() || t == "bfloat16") m.dtype = DType::kBf16;
@@ -286,6 +289,57 @@ void read_minimax_m2(FieldReader& f, ModelSpec& m) {
         return f.fail("'attn_type_list' with linear-attention layers (entries other than 1) is not supported");
 }
 
+/// Qwen3-Next / Qwen3.5-MoE (modeling_qwen3_next.py, modeling_qwen3_5_moe.py): Qwen2-MoE's experts
+/// with one gated shared expert, every layer MoE, and hybrid attention: layer_types (or, without
+/// it, every full_attention_interval-th layer) full gated attention (attn_output_gate), the others
+/// Gated DeltaNet of linear_num_key_heads / linear_num_value_heads heads. The recurrent state's
+/// type is mamba_ssm_dtype (float32 when absent, as the engines keep it).
+void read_qwen_next(FieldReader& f, ModelSpec& m) {
+  read_qwen_moe(f, m, true);
+  LinearAttentionSpec& l = m.linear_attention;
+  l.key_heads = to_int(f.need_int("linear_num_key_heads"));
+  l.value_heads = to_int(f.need_int("linear_num_value_heads"));
+  l.key_head_dim = to_int(f.need_int("linear_key_head_dim"));
+  l.value_head_dim = to_int(f.need_int("linear_value_head_dim"));
+  l.conv_kernel = to_int(f.need_int("linear_conv_kernel_dim"));
+  const std::string state = f.opt_string("mamba_ssm_dtype");
+  if (state == "bfloat16") l.state_dtype = DType::kBf16;
+  else if (state == "float16") l.state_dtype = DType::kFp16;
+  else if (state.empty() || state == "float32") l.state_dtype = DType::kFp32;
+  else f.fail("'mamba_ssm_dtype' " + state + " is not float32, bfloat16 or float16");
+  m.attention.output_gate = f.opt_bool("attn_output_gate", true);
+  m.mtp_layers = to_int(f.opt_int("mtp_num_hidden_layers", 0));
+  f.has("mtp_use_dedicated_embeddings");
+  const int interval = to_int(f.opt_int("full_attention_interval", 4));
+  if (interval < 1) return f.fail("'full_attention_interval' must be >= 1");
+  m.full_attention_every = interval;
+  if (const json* types = f.array("layer_types")) {
+    // Must be the every-interval-th-layer-full pattern moesim prices.
+    if (static_cast<int>(types->size()) != m.layers)
+      return f.fail("'layer_types' lists " + std::to_string(types->size()) + " layers, not num_hidden_layers");
+    for (std::size_t l = 0; l < types->size(); ++l) {
+      const json& v = (*types)[l];
+      const std::string t = v.is_string() ? v.get<std::string>() : std::string();
+      if (t != "full_attention" && t != "linear_attention")
+        return f.fail("'layer_types' entries must be full_attention or linear_attention");
+      if ((t == "full_attention") != (static_cast<int>(l) % interval == interval - 1))
+        return f.fail("'layer_types' other than every full_attention_interval-th layer full is not supported");
+    }
+  }
+}
+
+/// DeepSeek-V3.2 and GLM-5 (GlmMoeDsa): DeepSeek-V3's MLA and MoE plus DeepSeek Sparse Attention
+/// (§2.1): an indexer of index_n_heads heads of index_head_dim picks index_topk keys per query.
+void read_deepseek_sparse(FieldReader& f, ModelSpec& m) {
+  read_deepseek(f, m);
+  AttentionSpec& a = m.attention;
+  a.index_heads = to_int(f.need_int("index_n_heads"));
+  a.index_head_dim = to_int(f.need_int("index_head_dim"));
+  a.index_topk = f.need_int("index_topk");
+  // GLM-5 also states head_dim (its rope dims) and qk_head_dim (nope + rope), both implied.
+  f.has("qk_head_dim");
+}
+
 using ArchReader = void (*)(FieldReader&, ModelSpec&);
 
 const std::map<std::string, ArchReader>& readers() {
@@ -302,6 +356,11 @@ const std::map<std::string, ArchReader>& readers() {
       {"LlamaForCausalLM", read_dense},
       {"Qwen3ForCausalLM", read_dense},
       {"MiniMaxM2ForCausalLM", read_minimax_m2},
+      {"Qwen3NextForCausalLM", read_qwen_next},
+      {"Qwen3_5MoeForConditionalGeneration", read_qwen_next},
+      {"Qwen3_5MoeForCausalLM", read_qwen_next},
+      {"DeepseekV32ForCausalLM", read_deepseek_sparse},
+      {"GlmMoeDsaForCausalLM", read_deepseek_sparse},
   };
   return r;
 }
@@ -337,9 +396,10 @@ HfConfigRead model_from_hf_config(const json& config, const std::string& name) {
   }
   ModelSpec& m = out.model;
   m.name = name;
-  // Llama 4's text model sits under text_config (the vision tower is not simulated).
-  const json* text = arch.rfind("Llama4ForConditional", 0) == 0 ? top.object("text_config") : nullptr;
-  if (arch.rfind("Llama4ForConditional", 0) == 0 && !text && top.error().empty()) top.fail("needs the field 'text_config'");
+  // Llama 4's and Qwen3.5's text models sit under text_config (vision towers are not simulated).
+  const bool multimodal = arch == "Llama4ForConditionalGeneration" || arch == "Qwen3_5MoeForConditionalGeneration";
+  const json* text = multimodal ? top.object("text_config") : nullptr;
+  if (multimodal && !text && top.error().empty()) top.fail("needs the field 'text_config'");
   FieldReader inner(text ? *text : config, "text_config.");
   FieldReader& f = text ? inner : top;
   if (top.error().empty()) {

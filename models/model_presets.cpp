@@ -290,6 +290,68 @@ ModelSpec dense(const char* name, int layers, std::int64_t hidden, std::int64_t 
   return m;
 }
 
+// Qwen/Qwen3.5-397B-A17B config.json, text_config (tests/data/hf/qwen3.5-397b-a17b.json): 60
+// layers, hidden 4096, 512 experts of moe_intermediate_size 1024, top-10, one shared expert of
+// 1024, every layer MoE; layer_types: every fourth layer (full_attention_interval 4) gated full
+// attention (attn_output_gate) with 32 heads / 2 KV heads of head_dim 256, the other 45 Gated
+// DeltaNet with 16 key heads and 64 value heads of 128 dims and a 4-wide convolution, its state
+// in float32 (mamba_ssm_dtype); vocab 248320, untied, max_position_embeddings 262144, bfloat16,
+// one MTP layer (mtp_num_hidden_layers). The vision tower is not simulated.
+ModelSpec qwen35_397b() {
+  ModelSpec m;
+  m.name = "qwen3.5-397b-a17b";
+  m.layers = 60;
+  m.hidden = 4096;
+  m.expert_ffn = 1024;
+  m.experts = 512;
+  m.top_k = 10;
+  m.shared_experts = 1;
+  m.shared_expert_ffn = 1024;
+  m.attention = standard_attention(AttentionKind::kGqa, 32, 2, 256);
+  m.attention.output_gate = true;
+  m.full_attention_every = 4;
+  m.linear_attention.key_heads = 16;
+  m.linear_attention.value_heads = 64;
+  m.linear_attention.key_head_dim = 128;
+  m.linear_attention.value_head_dim = 128;
+  m.linear_attention.conv_kernel = 4;
+  m.linear_attention.state_dtype = DType::kFp32;
+  m.vocab = 248320;
+  m.max_context = 262144;
+  m.mtp_layers = 1;
+  return m;
+}
+
+// zai-org/GLM-5 config.json (tests/data/hf/glm-5.json): DeepSeek-V3's layout at 78 layers, hidden
+// 6144, the first 3 dense (intermediate_size 12288), 256 experts of 2048 top-8 + 1 shared; MLA
+// with 64 heads, q_lora_rank 2048, kv_lora_rank 512, qk 192 + 64 rope dims, v_head_dim 256; DSA
+// indexer of 32 heads of 128 picking 2048 keys; vocab 154880, untied, max_position_embeddings
+// 202752, bfloat16, one MTP layer (num_nextn_predict_layers).
+ModelSpec glm5() {
+  ModelSpec m;
+  m.name = "glm-5";
+  m.layers = 78;
+  m.first_dense_layers = 3;
+  m.hidden = 6144;
+  m.expert_ffn = 2048;
+  m.dense_ffn = 12288;
+  m.experts = 256;
+  m.top_k = 8;
+  m.shared_experts = 1;
+  m.shared_expert_ffn = 2048;
+  m.attention = mla(64, 2048, 512);
+  m.attention.qk_nope_head_dim = 192;
+  m.attention.v_head_dim = 256;
+  m.attention.head_dim = 192 + 64;
+  m.attention.index_heads = 32;
+  m.attention.index_head_dim = 128;
+  m.attention.index_topk = 2048;
+  m.vocab = 154880;
+  m.max_context = 202752;
+  m.mtp_layers = 1;
+  return m;
+}
+
 // meta-llama/Llama-4-{Maverick-17B-128E,Scout-17B-16E}-Instruct config.json, text_config
 // (tests/data/hf/llama-4-*.json): 48 layers, hidden 5120, 40 heads / 8 KV heads of head_dim 128,
 // routed experts of intermediate_size 8192, top-1, one shared expert of the same width (model
@@ -384,7 +446,9 @@ bool add(const ModelSpec& m, const std::string& description) { return model_pres
     add(minimax_m25(), "MiniMax-M2.5: 256 experts top-8 in all 62 layers, GQA 48/8 heads, block-scaled fp8") &&
     add(dense("llama-3.1-8b", 32, 4096, 14336, 32, 128256, 131072), "Llama-3.1-8B: dense (no experts), GQA 32/8 heads") &&
     add(dense("llama-3.1-70b", 80, 8192, 28672, 64, 128256, 131072), "Llama-3.1-70B: dense (no experts), GQA 64/8 heads") &&
-    add(dense("qwen3-32b", 64, 5120, 25600, 64, 151936, 40960), "Qwen3-32B: dense (no experts), GQA 64/8 heads");
+    add(dense("qwen3-32b", 64, 5120, 25600, 64, 151936, 40960), "Qwen3-32B: dense (no experts), GQA 64/8 heads") &&
+    add(qwen35_397b(), "Qwen3.5-397B-A17B: 512 experts top-10 + shared; Gated DeltaNet in 3 layers of 4, gated GQA in the 4th") &&
+    add(glm5(), "GLM-5: DeepSeek-V3 layout, 256 experts top-8 + shared, MLA with DeepSeek Sparse Attention (top-2048 keys)");
 
 }  // namespace
 }  // namespace moesim

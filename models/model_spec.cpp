@@ -53,6 +53,23 @@ std::int64_t ModelSpec::window_of_layer(int layer) const {
   return n > 0 && layer % n == n - 1 ? 0 : attention.window;
 }
 
+bool ModelSpec::is_linear_attention_layer(int layer) const {
+  if (!linear_attention.present() || layer < 0 || layer >= layers) return false;
+  const int n = full_attention_every;
+  return !(n > 0 && layer % n == n - 1);
+}
+
+int ModelSpec::num_kv_cache_layers() const {
+  int n = 0;
+  for (int l = 0; l < layers; ++l) n += is_linear_attention_layer(l) ? 0 : 1;
+  return n;
+}
+
+bool ModelSpec::interleaves_attention() const {
+  if (linear_attention.present()) return num_kv_cache_layers() > 0 && num_kv_cache_layers() < layers;
+  return attention.window > 0 && full_attention_every > 0;
+}
+
 int ModelSpec::num_moe_layers() const {
   int n = 0;
   for (int l = 0; l < layers; ++l) n += is_moe_layer(l) ? 1 : 0;
@@ -91,11 +108,33 @@ double ModelSpec::attention_params() const {
     const double o = heads * a.v_head_dim * h;
     proj = q + kv_a + kv_b + o;
     norms += a.kv_lora_rank + (a.q_lora_rank > 0 ? a.q_lora_rank : 0);
+    if (a.sparse()) {
+      // DeepSeek-V3.2's indexer: its queries from the q latent (wq_b), one shared key (wk, with
+      // a LayerNorm) and per-head weights (weights_proj), all per layer.
+      const double q_in = a.q_lora_rank > 0 ? a.q_lora_rank : h;
+      proj += q_in * a.index_heads * a.index_head_dim + h * a.index_head_dim + h * a.index_heads;
+      norms += 2.0 * a.index_head_dim;
+    }
   } else {
     const double hd = a.head_dim;
-    proj = h * heads * hd + 2.0 * h * a.kv_heads * hd + heads * hd * h;
+    // A gated attention's query projection also produces the gate (heads · head_dim more).
+    const double q = h * heads * hd * (a.output_gate ? 2.0 : 1.0);
+    proj = q + 2.0 * h * a.kv_heads * hd + heads * hd * h;
   }
   return proj + norms;
+}
+
+double ModelSpec::linear_attention_params() const {
+  const LinearAttentionSpec& l = linear_attention;
+  if (!l.present()) return 0.0;
+  const double h = static_cast<double>(hidden);
+  const double v = static_cast<double>(l.value_heads) * l.value_head_dim;
+  // modeling_qwen3_next.py's Qwen3NextGatedDeltaNet: in_proj_qkvz (q, k, v and the gate z),
+  // in_proj_ba (per-head beta and alpha), the depthwise conv1d over q/k/v, A_log and dt_bias per
+  // value head, the gated RMSNorm over value_head_dim and out_proj; plus the layer's two norms.
+  const double in = h * (static_cast<double>(l.conv_channels()) + v) + h * 2.0 * l.value_heads;
+  const double conv = static_cast<double>(l.conv_channels()) * l.conv_kernel;
+  return in + conv + 2.0 * l.value_heads + l.value_head_dim + v * h + 2.0 * h;
 }
 
 double ModelSpec::non_expert_params() const {
@@ -104,7 +143,8 @@ double ModelSpec::non_expert_params() const {
   const double router = static_cast<double>(hidden) * experts;
   const double embeddings = (tied_embeddings ? 1.0 : 2.0) * static_cast<double>(vocab) * static_cast<double>(hidden);
   const double final_norm = static_cast<double>(hidden);
-  return layers * attention_params() + moe * (router + shared_experts * shared_expert_params()) +
+  const int linear = layers - num_kv_cache_layers();
+  return (layers - linear) * attention_params() + linear * linear_attention_params() + moe * (router + shared_experts * shared_expert_params()) +
          dense * dense_ffn_params() + embeddings + final_norm;
 }
 

@@ -32,6 +32,35 @@ struct AttentionSpec {
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
   int v_head_dim = 0;
+  /// Gated attention (Qwen3-Next / Qwen3.5 full-attention layers, attn_output_gate): the query
+  /// projection also produces a per-channel gate, sigmoid(gate) multiplies the attention output.
+  bool output_gate = false;
+  // DeepSeek Sparse Attention (DeepSeek-V3.2 §2.1; GLM-5): a lightning indexer of `index_heads`
+  // heads of `index_head_dim` scores every cached key per query token in FP8, and the MLA core
+  // (in its absorbed, MQA form) attends only the `index_topk` keys it picks. 0: dense attention.
+  int index_heads = 0;
+  int index_head_dim = 0;
+  std::int64_t index_topk = 0;
+  bool sparse() const { return index_topk > 0; }
+};
+
+/// Gated DeltaNet linear attention (Yang et al. 2025; Qwen3-Next and Qwen3.5's `linear_attention`
+/// layers): per value head a state matrix of key_head_dim x value_head_dim updated by the gated
+/// delta rule each token, a short causal convolution over q/k/v, and an output gated by z. The
+/// state does not grow with the context: a sequence holds a fixed state per layer, no KV cache.
+struct LinearAttentionSpec {
+  int key_heads = 0;    ///< 0: the model has no linear-attention layers
+  int value_heads = 0;
+  int key_head_dim = 0;
+  int value_head_dim = 0;
+  int conv_kernel = 0;  ///< causal depthwise convolution width (its state keeps conv_kernel - 1 tokens)
+  /// Element type of the recurrent state (Qwen3.5's mamba_ssm_dtype: float32).
+  DType state_dtype = DType::kFp32;
+  bool present() const { return value_heads > 0; }
+  /// Channels of the causal convolution: q and k (key_heads · key_head_dim each) and v.
+  std::int64_t conv_channels() const {
+    return 2LL * key_heads * key_head_dim + static_cast<std::int64_t>(value_heads) * value_head_dim;
+  }
 };
 
 /// A Mixture-of-Experts transformer. Dense layers use `dense_ffn`; MoE layers have `experts`
@@ -83,6 +112,10 @@ struct ModelSpec {
   /// three layers of four and global attention in the fourth (n = 4; a chunk of C tokens is
   /// priced as a window of C, which bounds it from above). 0: every layer uses the window.
   int full_attention_every = 0;
+  /// Hybrid linear attention (Qwen3.5): with linear_attention.present(), layer l attends the
+  /// whole context when full_attention_every = n > 0 and l % n == n - 1 (Qwen3.5's
+  /// full_attention_interval 4), and runs Gated DeltaNet otherwise.
+  LinearAttentionSpec linear_attention;
   /// Multi-token-prediction modules shipped with the model (DeepSeek-V3's
   /// num_nextn_predict_layers): not part of the layers above nor of the parameter counts; the
   /// serving engine runs them as drafts when serving.speculative.method is mtp.
@@ -90,6 +123,15 @@ struct ModelSpec {
 
   /// The attention window of layer `layer` (0: full attention).
   std::int64_t window_of_layer(int layer) const;
+  /// Whether layer `layer` runs linear attention (a fixed state, no KV cache).
+  bool is_linear_attention_layer(int layer) const;
+  /// Layers that keep a KV cache (all but the linear-attention ones).
+  int num_kv_cache_layers() const;
+  /// Whether some layers attend differently from the others (windowed or linear beside full):
+  /// the serving step builds both forms of attention.
+  bool interleaves_attention() const;
+  /// Parameters of one linear-attention layer's block (projections, convolution, gates, norms).
+  double linear_attention_params() const;
   bool is_moe_layer(int layer) const;
   int num_moe_layers() const;
   /// Parameters of one routed expert (gate/up/down as the activation needs).

@@ -42,8 +42,17 @@ struct CoreTotals {
     const std::int64_t len = c.context + c.new_tokens;
     ++sequences;
     max_new = std::max(max_new, c.new_tokens);
-    max_keys = std::max(max_keys, a.window > 0 ? std::min(a.window, len) : len);
     new_tokens += c.new_tokens;
+    if (a.sparse()) {
+      // DeepSeek Sparse Attention: query j attends min(context + j + 1, top-k) keys (as many as
+      // under a window of top-k, though picked anywhere), and the chunk's queries read at most
+      // top-k cached positions each: the core stops growing with the context beyond top-k.
+      max_keys = std::max(max_keys, std::min(a.index_topk, len));
+      cached_read += std::min(c.context, a.index_topk * c.new_tokens);
+      pairs += chunk_pairs(c, a.index_topk, true);
+      return;
+    }
+    max_keys = std::max(max_keys, a.window > 0 ? std::min(a.window, len) : len);
     // Causal queries at context..len-1 see keys from max(0, context - W + 1) on: at most W - 1
     // cached positions. Bidirectional ones see at most W keys, all of which may be cached.
     const std::int64_t reach = a.causal ? a.window - 1 : a.window;
@@ -59,7 +68,9 @@ void split_chunks(std::span<const SeqChunk> seqs, const AttentionSpec& a, CoreTo
   for (const SeqChunk& raw : seqs) {
     const SeqChunk c{std::max<std::int64_t>(raw.new_tokens, 0), std::max<std::int64_t>(raw.context, 0)};
     if (c.new_tokens == 0) continue;
-    (a.kind == AttentionKind::kMla && mla_absorbed(c, absorbed_max_new) ? latent : full).add(c, a);
+    // DSA runs MLA in its MQA (absorbed) form for prefill and decode alike (DeepSeek-V3.2 §2.1).
+    const bool absorbed = a.kind == AttentionKind::kMla && (a.sparse() || mla_absorbed(c, absorbed_max_new));
+    (absorbed ? latent : full).add(c, a);
   }
 }
 
@@ -125,7 +136,122 @@ void append_ffn(std::vector<Op>& ops, const ModelSpec& m, std::int64_t rows, std
   ops.push_back(make_gemm(down, rows, m.hidden, ffn, m.dtype));
 }
 
+/// DeepSeek-V3.2's lightning indexer (§2.1) over a step's chunks: its query projection from the
+/// q latent, its one shared key and per-head weights from the hidden state, then the FP8 scores
+/// of every query against every key it may attend (causal; the index keys of the cached
+/// positions read once per sequence, fp8 plus a 4-byte scale each; the fp32 logits written and
+/// read back by the top-k selection).
+void append_indexer(std::vector<Op>& ops, const ModelSpec& m, std::span<const SeqChunk> seqs, std::int64_t tokens) {
+  const AttentionSpec& a = m.attention;
+  const DType dt = m.dtype;
+  const std::int64_t q_in = a.q_lora_rank > 0 ? a.q_lora_rank : m.hidden;
+  ops.push_back(make_gemm("attn.index_q", tokens, static_cast<std::int64_t>(a.index_heads) * a.index_head_dim, q_in, dt));
+  ops.push_back(make_gemm("attn.index_k", tokens, a.index_head_dim, m.hidden, dt));
+  ops.push_back(make_gemm("attn.index_w", tokens, a.index_heads, m.hidden, dt));
+  double pairs = 0.0, keys = 0.0;
+  std::int64_t sequences = 0, max_new = 0, max_keys = 0;
+  for (const SeqChunk& raw : seqs) {
+    const SeqChunk c{std::max<std::int64_t>(raw.new_tokens, 0), std::max<std::int64_t>(raw.context, 0)};
+    if (c.new_tokens == 0) continue;
+    ++sequences;
+    max_new = std::max(max_new, c.new_tokens);
+    max_keys = std::max(max_keys, c.context + c.new_tokens);
+    pairs += chunk_pairs(c, 0, true);
+    keys += d(c.context + c.new_tokens);
+  }
+  Op idx;
+  idx.kind = OpKind::kAttention;
+  idx.name = "attn.indexer";
+  idx.attention = AttentionForm::kIndexer;
+  idx.dtype = DType::kFp8;
+  idx.kv_dtype = DType::kFp8;
+  idx.heads = a.index_heads;
+  idx.kv_heads = 1;
+  idx.m = max_new;
+  idx.n = max_keys;
+  idx.k = a.index_head_dim;
+  idx.batch = sequences * a.index_heads;
+  idx.flops = 2.0 * a.index_heads * d(a.index_head_dim) * pairs;
+  idx.bytes = keys * (d(a.index_head_dim) + 4.0) + d(tokens) * a.index_heads * (d(a.index_head_dim) + 4.0) + 8.0 * pairs;
+  ops.push_back(idx);
+}
+
+/// Chunk length of the chunked gated delta rule (flash-linear-attention's kernels, which vLLM
+/// and SGLang run for Qwen3-Next/Qwen3.5 prefill): within a chunk tokens interact as in
+/// attention, across chunks only through the state.
+constexpr std::int64_t kDeltaRuleChunk = 64;
+
+/// Intra-chunk query-key pairs of `n` new tokens cut into kDeltaRuleChunk-token chunks.
+double delta_rule_pairs(std::int64_t n) {
+  const std::int64_t whole = n / kDeltaRuleChunk, rest = n % kDeltaRuleChunk;
+  return d(whole) * causal_prefix_pairs(kDeltaRuleChunk, 0) + causal_prefix_pairs(rest, 0);
+}
+
 }  // namespace
+
+std::vector<Op> linear_attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs) {
+  const LinearAttentionSpec& l = m.linear_attention;
+  const DType dt = m.dtype;
+  std::int64_t tokens = 0, sequences = 0, max_new = 0;
+  double intra = 0.0;
+  for (const SeqChunk& c : seqs) {
+    if (c.new_tokens <= 0) continue;
+    tokens += c.new_tokens;
+    ++sequences;
+    max_new = std::max(max_new, c.new_tokens);
+    intra += delta_rule_pairs(c.new_tokens);
+  }
+  if (tokens == 0 || !l.present()) return {};
+  const double kd = l.key_head_dim, vd = l.value_head_dim, vh = l.value_heads;
+  const double v = vh * vd;
+  const auto channels = l.conv_channels();
+  std::vector<Op> ops;
+  ops.reserve(9);
+  ops.push_back(make_elementwise("lin.norm", d(tokens) * d(m.hidden), dt));
+  ops.push_back(make_gemm("lin.in_proj", tokens, channels + l.value_heads * l.value_head_dim, m.hidden, dt));
+  ops.push_back(make_gemm("lin.in_proj_ba", tokens, 2LL * l.value_heads, m.hidden, dt));
+  // Causal depthwise convolution over q/k/v: each sequence's conv_kernel - 1 previous inputs come
+  // from its conv state (read and written back), 2·conv_kernel FLOPs per output.
+  ops.push_back(make_elementwise("lin.conv", d(tokens + sequences * (l.conv_kernel - 1)) * d(channels), dt,
+                                 2.0 * l.conv_kernel));
+  // The gated delta rule per value head: per token the state is decayed, corrected toward v
+  // along k and read by q (3 state-sized products, 6·dk·dv FLOPs), plus the intra-chunk pairs'
+  // q·k and mixing of v (2·(2·dk + dv) each). HBM: the state read and written once per sequence
+  // (it stays on chip across a chunk's tokens), q, k (key heads), v, gates in and o out per token.
+  Op core;
+  core.kind = OpKind::kAttention;
+  core.name = "lin.core";
+  core.attention = AttentionForm::kLinear;
+  core.dtype = dt;
+  core.kv_dtype = l.state_dtype;
+  core.heads = l.value_heads;
+  core.kv_heads = l.key_heads;
+  core.m = max_new;
+  core.n = l.key_head_dim;
+  core.k = l.value_head_dim;
+  core.batch = sequences * l.value_heads;
+  core.flops = vh * (d(tokens) * 6.0 * kd * vd + intra * 2.0 * (2.0 * kd + vd));
+  const double state = d(sequences) * vh * kd * vd * dtype_bytes(l.state_dtype);
+  core.bytes = 2.0 * state + d(tokens) * (2.0 * l.key_heads * kd + 2.0 * v + 2.0 * vh) * dtype_bytes(dt);
+  ops.push_back(core);
+  // Gated RMSNorm: o normalised per head and multiplied by silu(z).
+  ops.push_back(make_elementwise("lin.norm_gate", d(tokens) * v * 1.5, dt));
+  ops.push_back(make_gemm("lin.out", tokens, m.hidden, l.value_heads * l.value_head_dim, dt));
+  ops.push_back(make_elementwise("lin.residual", d(tokens) * d(m.hidden), dt));
+  return ops;
+}
+
+std::vector<Op> local_attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs,
+                                         std::int64_t absorbed_max_new) {
+  if (m.linear_attention.present()) return linear_attention_step_ops(m, seqs);
+  return attention_step_ops(m, seqs, -1, absorbed_max_new);
+}
+
+std::vector<Op> layer_attention_step_ops(const ModelSpec& m, int layer, std::span<const SeqChunk> seqs,
+                                         std::int64_t absorbed_max_new) {
+  if (m.is_linear_attention_layer(layer)) return linear_attention_step_ops(m, seqs);
+  return attention_step_ops(m, seqs, m.window_of_layer(layer), absorbed_max_new);
+}
 
 bool mla_absorbed(const SeqChunk& c, std::int64_t max_new) {
   return c.context > 0 && c.new_tokens > 0 && c.new_tokens <= max_new;
@@ -164,12 +290,16 @@ std::vector<Op> attention_step_ops(const ModelSpec& model, std::span<const SeqCh
     }
     ops.push_back(make_gemm("attn.kv_a", tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden, dt));
     ops.push_back(make_elementwise("attn.kv_norm", d(tokens) * a.kv_lora_rank, dt));
+    if (a.sparse()) append_indexer(ops, m, seqs, tokens);
     append_mla_core(ops, m, full, latent);
   } else {
-    ops.push_back(make_gemm("attn.qkv", tokens, (a.heads + 2 * a.kv_heads) * a.head_dim, m.hidden, dt));
+    // A gated attention's query projection also yields the output gate (heads · head_dim more).
+    const std::int64_t q_heads = a.output_gate ? 2 * a.heads : a.heads;
+    ops.push_back(make_gemm("attn.qkv", tokens, (q_heads + 2 * a.kv_heads) * a.head_dim, m.hidden, dt));
     // One varlen kernel over every chunk (prefill and decode alike, as in chunked prefill).
     ops.push_back(attention_core("attn.core", full, a.heads, a.kv_heads, a.head_dim, a.head_dim,
                                  d(a.kv_heads) * d(2 * a.head_dim), dt, m.kv_cache_dtype(), AttentionForm::kGqa));
+    if (a.output_gate) ops.push_back(make_elementwise("attn.gate", d(tokens) * a.heads * a.head_dim * 1.5, dt));
   }
 
   ops.push_back(make_gemm("attn.out", tokens, m.hidden, a.heads * v_dim, dt));
@@ -264,11 +394,29 @@ double kv_cache_bytes_per_token_layer(const ModelSpec& m) {
   const AttentionSpec& a = m.attention;
   // MLA caches the compressed latent and the shared rope key (DeepSeek-V2 §2.1.2).
   const double b = dtype_bytes(m.kv_cache_dtype());
-  if (a.kind == AttentionKind::kMla) return d(a.kv_lora_rank + a.qk_rope_head_dim) * b;
+  // DSA's indexer keeps its own key per token: index_head_dim fp8 values and an fp32 scale.
+  const double index = a.sparse() ? d(a.index_head_dim) + 4.0 : 0.0;
+  if (a.kind == AttentionKind::kMla) return d(a.kv_lora_rank + a.qk_rope_head_dim) * b + index;
   return 2.0 * a.kv_heads * a.head_dim * b;
 }
 
-double kv_cache_bytes_per_token(const ModelSpec& m) { return d(m.layers) * kv_cache_bytes_per_token_layer(m); }
+double kv_cache_bytes_per_token(const ModelSpec& m) {
+  return d(m.num_kv_cache_layers()) * kv_cache_bytes_per_token_layer(m);
+}
+
+double linear_state_bytes_per_sequence(const ModelSpec& m) {
+  const LinearAttentionSpec& l = m.linear_attention;
+  if (!l.present()) return 0.0;
+  // The delta rule's state per value head (state_dtype) and the convolution's last
+  // conv_kernel - 1 inputs (bf16, as the engines keep it), in every linear-attention layer.
+  const double state = d(l.value_heads) * l.key_head_dim * l.value_head_dim * dtype_bytes(l.state_dtype);
+  const double conv = d(std::max(l.conv_kernel - 1, 0)) * d(l.conv_channels()) * dtype_bytes(DType::kBf16);
+  return d(m.layers - m.num_kv_cache_layers()) * (state + conv);
+}
+
+double linear_state_bytes_per_sequence_gpu(const ModelSpec& m, int tp) {
+  return linear_state_bytes_per_sequence(tensor_parallel_slice(m, tp));
+}
 
 ModelSpec tensor_parallel_slice(const ModelSpec& m, int tp) {
   if (tp <= 1) return m;
@@ -276,6 +424,11 @@ ModelSpec tensor_parallel_slice(const ModelSpec& m, int tp) {
   ModelSpec s = m;
   s.attention.heads = m.attention.heads / tp;
   if (m.attention.kind != AttentionKind::kMla) s.attention.kv_heads = static_cast<int>(split(m.attention.kv_heads));
+  // Gated DeltaNet splits by heads like attention (vLLM's and SGLang's column-parallel in_proj).
+  if (m.linear_attention.present()) {
+    s.linear_attention.key_heads = static_cast<int>(split(m.linear_attention.key_heads));
+    s.linear_attention.value_heads = static_cast<int>(split(m.linear_attention.value_heads));
+  }
   s.dense_ffn = split(m.dense_ffn);
   s.shared_expert_ffn = split(m.shared_expert_ffn);
   return s;

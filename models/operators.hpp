@@ -59,6 +59,19 @@ bool mla_absorbed(const SeqChunk& c, std::int64_t max_new = kMlaAbsorbedMaxNewTo
 std::vector<Op> attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs, std::int64_t window = -1,
                                    std::int64_t absorbed_max_new = kMlaAbsorbedMaxNewTokens);
 
+/// Gated DeltaNet (ModelSpec::linear_attention) over a step's chunks on one GPU: norm, the q/k/v/z
+/// and beta/alpha projections, the causal convolution (with its per-sequence state), the chunked
+/// gated delta rule ("lin.core": its state read and written once per sequence, whatever the
+/// context), the gated norm and the output projection. Cost grows with new tokens, not context.
+std::vector<Op> linear_attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs);
+/// The attention of the model's non-full layers: Gated DeltaNet when the model has linear
+/// attention, else its windowed attention (attention_step_ops with attention.window).
+std::vector<Op> local_attention_step_ops(const ModelSpec& m, std::span<const SeqChunk> seqs,
+                                         std::int64_t absorbed_max_new = kMlaAbsorbedMaxNewTokens);
+/// The attention layer `layer` runs: linear, windowed or full, as ModelSpec says of that layer.
+std::vector<Op> layer_attention_step_ops(const ModelSpec& m, int layer, std::span<const SeqChunk> seqs,
+                                         std::int64_t absorbed_max_new = kMlaAbsorbedMaxNewTokens);
+
 /// Prefill attention for `sequences` sequences of `seq_len` tokens on one GPU: the step
 /// attention_step_ops(m, `sequences` copies of {seq_len, 0}); empty when either is <= 0.
 std::vector<Op> attention_ops(const ModelSpec& m, std::int64_t sequences, std::int64_t seq_len);
@@ -94,7 +107,13 @@ double kv_cache_bytes_per_token_gpu(const ModelSpec& m, int tp);
 double token_bytes(const ModelSpec& m);
 /// KV-cache bytes per token per layer (MLA caches the compressed latent).
 double kv_cache_bytes_per_token_layer(const ModelSpec& m);
-/// KV-cache bytes of one token over all layers (layers × kv_cache_bytes_per_token_layer).
+/// KV-cache bytes of one token over the layers that cache keys (linear-attention layers keep a
+/// state instead: linear_state_bytes_per_sequence).
 double kv_cache_bytes_per_token(const ModelSpec& m);
+/// Bytes of one sequence's linear-attention state (delta-rule matrices and convolution inputs)
+/// over all linear-attention layers: constant in the context length. 0 without linear attention.
+double linear_state_bytes_per_sequence(const ModelSpec& m);
+/// The same on one GPU of a `tp`-way attention group (heads split as tensor_parallel_slice does).
+double linear_state_bytes_per_sequence_gpu(const ModelSpec& m, int tp);
 
 }  // namespace moesim

@@ -34,7 +34,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Cluster& c, const Polic
     e.weights.push_back(tensor_parallel > 1 ? m.non_expert_params() * b / tensor_parallel + experts[g]
                                             : m.non_expert_params() * b + experts[g]);
     e.kv_cache.push_back(tensor_parallel > 1 ? t * kv_cache_bytes_per_token_gpu(m, tensor_parallel)
-                                             : t * static_cast<double>(m.layers) * kv_cache_bytes_per_token_layer(m));
+                                             : t * static_cast<double>(m.num_kv_cache_layers()) * kv_cache_bytes_per_token_layer(m));
     // Residual stream, normed copy, attention output and QKV of the home tokens, plus the
     // received selections' input, intermediate and output rows.
     const double sel = static_cast<double>(expert_tokens[g]);

@@ -468,7 +468,8 @@ void ServingEngine::hand_over_to(Request& r, int decode, int rank) {
   const ServingPool& to = pools_[static_cast<std::size_t>(decode)];
   const Cluster& cluster = *setup_.cluster;
   const ModelSpec& m = *setup_.model;
-  const double bytes = static_cast<double>(r.computed) * kv_cache_bytes_per_token(m);
+  // The prompt's KV cache and, for a linear-attention model, the sequence's state go over.
+  const double bytes = static_cast<double>(r.computed) * kv_cache_bytes_per_token(m) + linear_state_bytes_per_sequence(m);
   const int src_gpu = from.first_gpu + r.rank * from.tensor_parallel;
   const int src = cluster.gpu_endpoint(src_gpu);
   const int dst = cluster.gpu_endpoint(to.first_gpu + rank * to.tensor_parallel);

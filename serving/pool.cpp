@@ -58,8 +58,14 @@ std::vector<std::int64_t> kv_cache_blocks(const ServingPool& pool, const Schedul
   const double block_bytes = static_cast<double>(config.kv_block_tokens) * kv_cache_bytes_per_token_gpu(m, tp);
   std::vector<std::int64_t> blocks(static_cast<std::size_t>(pool.ranks()), std::numeric_limits<std::int64_t>::max());
   const double capacity = config.gpu_memory_utilization * memory;
+  // Linear-attention models keep a fixed state per running sequence, set aside before the KV
+  // cache is sized: one per admissible sequence (max_num_seqs), as TensorRT-LLM's
+  // MambaCacheManager holds max_batch_size states. SGLang sizes its mamba pool by
+  // --max-mamba-cache-size or a ratio to the KV memory (mamba_full_memory_ratio, 0.9) and caps
+  // running requests by it; where the KV cache does not bind either way, both admit alike.
+  const double states = static_cast<double>(config.max_num_seqs) * linear_state_bytes_per_sequence_gpu(m, tp);
   for (int g = 0; g < G; ++g) {
-    const double w = e.weights[static_cast<std::size_t>(g)], a = e.activations[static_cast<std::size_t>(g)];
+    const double w = e.weights[static_cast<std::size_t>(g)], a = e.activations[static_cast<std::size_t>(g)] + states;
     const double free = config.kv_cache_free_memory_fraction ? *config.kv_cache_free_memory_fraction * (memory - w - a)
                                                              : capacity - w - a;
     const double b = free / block_bytes;

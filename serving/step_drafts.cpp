@@ -79,7 +79,7 @@ void StepBuilder::add_drafts(TaskGraph& plan, const StepShape& shape) {
       }
       for (int l = 0; l < d.layers; ++l) {
         const int layer = base_layer + l;
-        run(k, attention_step_ops(slice, c, d.window_of_layer(l), shape.mla_absorbed_max_new), phase::kAttention,
+        run(k, layer_attention_step_ops(slice, l, c, shape.mla_absorbed_max_new), phase::kAttention,
             layer, n);
         if (!d.is_moe_layer(l)) {
           run(k, dense_ffn_ops(slice, n), phase::kDense, layer, n);

@@ -78,20 +78,20 @@ TaskId add_swaps(TaskGraph& plan, const PolicyContext& ctx, const StepShape& sha
 // Every GPU's attention ops under tensor parallelism (Megatron-LM's split, as MoE-GPS §2 assumes):
 // 1/G of the query heads and of the KV heads (one replicated KV head per GPU when there are fewer
 // KV heads than GPUs) over every sequence of the step; norms and residuals on every token.
-std::vector<Op> tensor_parallel_attention_ops(const ModelSpec& m, const StepShape& shape, int gpus, std::int64_t window) {
+// `global`: the full-attention form; otherwise the model's local form (window or linear attention).
+std::vector<Op> tensor_parallel_attention_ops(const ModelSpec& m, const StepShape& shape, int gpus, bool global) {
   if (m.attention.heads % gpus != 0)
     throw std::logic_error("tensor-parallel attention: " + std::to_string(m.attention.heads) +
                            " heads do not split over " + std::to_string(gpus) + " GPUs");
   ModelSpec slice = m;
   slice.attention.heads = m.attention.heads / gpus;
   slice.attention.kv_heads = std::max(1, m.attention.kv_heads / gpus);
+  slice.linear_attention = tensor_parallel_slice(m, gpus).linear_attention;
   std::vector<SeqChunk> all;
   for (const auto& chunks : shape.seqs) all.insert(all.end(), chunks.begin(), chunks.end());
-  return attention_step_ops(slice, all, window, shape.mla_absorbed_max_new);
+  return global ? attention_step_ops(slice, all, 0, shape.mla_absorbed_max_new)
+                : local_attention_step_ops(slice, all, shape.mla_absorbed_max_new);
 }
-
-/// Whether `m` has global layers beside its windowed ones (ModelSpec::full_attention_every).
-bool interleaved(const ModelSpec& m) { return m.attention.window > 0 && m.full_attention_every > 0; }
 
 // selections-conserved (core/invariants.hpp): the routing holds its tokens × top-k selections,
 // and the policy computes every one it does not report dropped, each on as many GPUs as its
@@ -148,10 +148,9 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
     last_[g] = add_swaps(plan, ctx, shape, g, root);
   }
   // Attention ops depend only on the GPU's chunks, the same in every layer: built once (twice for
-  // models that interleave windowed and global layers).
-  const std::int64_t window = ctx.model.attention.window;
+  // models that interleave windowed or linear layers with global ones).
   const std::int64_t absorbed = shape.mla_absorbed_max_new;
-  const bool two = interleaved(ctx.model);
+  const bool two = ctx.model.interleaves_attention();
   attention_.resize(G);
   if (two) global_attention_.resize(G);
   if (grouped_) {
@@ -165,7 +164,7 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
       std::int64_t n = 0;
       for (const SeqChunk& c : chunks) n += c.new_tokens;
       group_tokens_.push_back(n);
-      const std::vector<Op> ops = attention_step_ops(slice_, chunks, window, absorbed);
+      const std::vector<Op> ops = local_attention_step_ops(slice_, chunks, absorbed);
       for (int i = 0; i < group_tp_; ++i) attention_[static_cast<std::size_t>(k * group_tp_ + i)] = ops;
       if (two) {
         const std::vector<Op> global = attention_step_ops(slice_, chunks, 0, absorbed);
@@ -175,19 +174,21 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
     return;
   }
   if (tensor_parallel_) {
-    attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G, window));
-    if (two) global_attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G, 0));
+    attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G, false));
+    if (two) global_attention_.assign(static_cast<std::size_t>(G), tensor_parallel_attention_ops(ctx.model, shape, G, true));
     return;
   }
   for (int g = 0; g < G; ++g) {
-    attention_[g] = attention_step_ops(ctx.model, shape.seqs[g], window, absorbed);
+    attention_[g] = local_attention_step_ops(ctx.model, shape.seqs[g], absorbed);
     if (two) global_attention_[g] = attention_step_ops(ctx.model, shape.seqs[g], 0, absorbed);
   }
 }
 
 const std::vector<Op>& StepBuilder::attention_of(int g, int layer) const {
   const auto i = static_cast<std::size_t>(g);
-  return !global_attention_.empty() && ctx_.model.window_of_layer(layer) == 0 ? global_attention_[i] : attention_[i];
+  const ModelSpec& m = ctx_.model;
+  const bool global = m.linear_attention.present() ? !m.is_linear_attention_layer(layer) : m.window_of_layer(layer) == 0;
+  return !global_attention_.empty() && global ? global_attention_[i] : attention_[i];
 }
 
 bool StepBuilder::done() const { return layer_ >= ctx_.model.layers; }

@@ -36,7 +36,9 @@ enum class OpKind {
 /// Which attention kernel an attention core runs (the kernel tables time each separately): the
 /// query/key/value form of MHA, GQA and MQA; MLA with its KV decompressed (prefill: qk 192 and v
 /// 128 per head); MLA over the compressed latent cache (absorbed decode, DeepSeek-V2 §2.1.2).
-enum class AttentionForm : std::uint8_t { kGqa = 0, kMlaFull = 1, kMlaLatent = 2 };
+/// Two forms no kernel table measures, priced at the roofline: Gated DeltaNet's chunked delta
+/// rule (kLinear) and DeepSeek Sparse Attention's FP8 lightning indexer (kIndexer).
+enum class AttentionForm : std::uint8_t { kGqa = 0, kMlaFull = 1, kMlaLatent = 2, kLinear = 3, kIndexer = 4 };
 
 /// One kernel-level operation. `flops` and `bytes` are totals for the op.
 struct Op {

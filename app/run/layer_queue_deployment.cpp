@@ -39,6 +39,11 @@ LayerQueueDeployment layer_queue_deployment(const Scenario& s, const PluginEntry
   if (experts > usable)
     fail("an expert GPU holds " + std::to_string(per_gpu) + " experts of every block (" + gigabytes(experts) +
          "), more than the " + gigabytes(usable) + " the engine may use (gpu_memory_utilization x memory)");
+  // The layer queues admit requests by KV blocks alone: a linear-attention layer's per-sequence
+  // state has no place in them, so such a model is refused rather than priced without it.
+  if (m.linear_attention.present())
+    fail("the layer-queue mode does not hold linear-attention state (" + m.name +
+         " has Gated DeltaNet layers); run the model in the stepped engine");
   const double weights = m.non_expert_params() * dtype_bytes(m.dtype);
   // The activations of a full attention execution, as the synchronous engine sizes a step's
   // (serving/memory.hpp).

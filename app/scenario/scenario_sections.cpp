@@ -88,6 +88,14 @@ std::vector<ParamSpec> attention_specs(const AttentionSpec* b) {
       int_field("qk_nope_head_dim", a.qk_nope_head_dim, true, "", "MLA non-rotary query/key head dim", 0, kMaxWidth),
       int_field("qk_rope_head_dim", a.qk_rope_head_dim, true, "", "MLA rotary query/key head dim", 0, kMaxWidth),
       int_field("v_head_dim", a.v_head_dim, true, "", "MLA value head dim", 0, kMaxWidth),
+      ParamSpec{"output_gate", ParamType::kBool, a.output_gate ? "true" : "false", "",
+                "gated attention (Qwen3.5 attn_output_gate): the query projection also yields a sigmoid gate on "
+                "the attention output", {}, {}, {}},
+      int_field("index_heads", a.index_heads, true, "",
+                "DeepSeek Sparse Attention (kind mla): lightning-indexer heads (0 = dense attention)", 0, kMaxWidth),
+      int_field("index_head_dim", a.index_head_dim, true, "", "DeepSeek Sparse Attention: indexer head dim", 0, kMaxWidth),
+      int_field("index_topk", static_cast<double>(a.index_topk), true, "tokens",
+                "DeepSeek Sparse Attention: keys each query attends (0 = dense attention)", 0, kMaxContext),
   };
 }
 
@@ -122,8 +130,21 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
                    {"weight-and-activation", "weight-only"}),
       int_field("vocab", static_cast<double>(m.vocab), true, "", "vocabulary size (embeddings)", 0, kMaxVocab),
       int_field("full_attention_every", m.full_attention_every, true, "",
-                "with attention.window: every n-th layer attends the whole context, the others the window "
-                "(GPT-OSS 2, Llama 4 4); 0: every layer uses the window", 0, kMaxLayers),
+                "with attention.window (or linear attention): every n-th layer attends the whole context, the "
+                "others the window (GPT-OSS 2, Llama 4 4) or run Gated DeltaNet (Qwen3.5 4); 0: every layer uses "
+                "the window (or linear attention)", 0, kMaxLayers),
+      int_field("linear_key_heads", m.linear_attention.key_heads, true, "",
+                "Gated DeltaNet (Qwen3.5 linear_attention layers): key heads; 0 = no linear attention", 0, kMaxWidth),
+      int_field("linear_value_heads", m.linear_attention.value_heads, true, "",
+                "Gated DeltaNet value heads (a multiple of linear_key_heads)", 0, kMaxWidth),
+      int_field("linear_key_head_dim", m.linear_attention.key_head_dim, true, "", "Gated DeltaNet key head dim", 0,
+                kMaxWidth),
+      int_field("linear_value_head_dim", m.linear_attention.value_head_dim, true, "", "Gated DeltaNet value head dim",
+                0, kMaxWidth),
+      int_field("linear_conv_kernel", m.linear_attention.conv_kernel, true, "",
+                "Gated DeltaNet causal convolution width", 0, 64),
+      choice_field("linear_state_dtype", dtype_name(m.linear_attention.state_dtype),
+                   "element type of the Gated DeltaNet state (Qwen3.5's mamba_ssm_dtype: fp32)", dtype_names()),
       int_field("mtp_layers", m.mtp_layers, true, "",
                 "multi-token-prediction modules shipped with the model (num_nextn_predict_layers): drafts for "
                 "serving.speculative method mtp", 0, 64),
@@ -215,6 +236,13 @@ void set_model_fields(const ParamSet& p, const ParamSet& a, ModelSpec& m) {
   m.max_context = p.get_int("max_context");
   m.full_attention_every = static_cast<int>(p.get_int("full_attention_every"));
   m.mtp_layers = static_cast<int>(p.get_int("mtp_layers"));
+  LinearAttentionSpec& la = m.linear_attention;
+  la.key_heads = static_cast<int>(p.get_int("linear_key_heads"));
+  la.value_heads = static_cast<int>(p.get_int("linear_value_heads"));
+  la.key_head_dim = static_cast<int>(p.get_int("linear_key_head_dim"));
+  la.value_head_dim = static_cast<int>(p.get_int("linear_value_head_dim"));
+  la.conv_kernel = static_cast<int>(p.get_int("linear_conv_kernel"));
+  parse_dtype(p.get_string("linear_state_dtype"), la.state_dtype);
   AttentionSpec& at = m.attention;
   parse_attention_kind(a.get_string("kind"), at.kind);
   at.heads = static_cast<int>(a.get_int("heads"));
@@ -227,6 +255,10 @@ void set_model_fields(const ParamSet& p, const ParamSet& a, ModelSpec& m) {
   at.qk_nope_head_dim = static_cast<int>(a.get_int("qk_nope_head_dim"));
   at.qk_rope_head_dim = static_cast<int>(a.get_int("qk_rope_head_dim"));
   at.v_head_dim = static_cast<int>(a.get_int("v_head_dim"));
+  at.output_gate = a.get_bool("output_gate");
+  at.index_heads = static_cast<int>(a.get_int("index_heads"));
+  at.index_head_dim = static_cast<int>(a.get_int("index_head_dim"));
+  at.index_topk = a.get_int("index_topk");
 }
 
 /// Cross-field checks of a model, each located at the field that is out of range.
@@ -264,6 +296,26 @@ void check_model_fields(const ModelSpec& m, const ParamSet& p, const ParamSet& a
   if (m.shared_experts > 0 && m.shared_expert_ffn <= 0)
     diags.error(p.given("shared_experts") ? p.where("shared_experts") : src.locate(node),
                 "'shared_experts' (" + std::to_string(m.shared_experts) + ") needs 'shared_expert_ffn' > 0");
+  // Gated DeltaNet: all its widths or none, value heads grouped over key heads, and not beside a
+  // sliding window (one local form per model).
+  const LinearAttentionSpec& la = m.linear_attention;
+  const char* linear_fields[] = {"linear_key_heads", "linear_value_heads", "linear_key_head_dim",
+                                 "linear_value_head_dim", "linear_conv_kernel"};
+  bool any_linear = false;
+  for (const char* f : linear_fields) any_linear = any_linear || p.get_int(f) > 0;
+  if (any_linear) {
+    for (const char* f : linear_fields)
+      if (p.get_int(f) <= 0)
+        diags.error(at_key(f), std::string("linear attention needs '") + f +
+                                   "' > 0 beside the other linear_* fields (0 in all: no linear attention)");
+    if (la.key_heads > 0 && la.value_heads % la.key_heads != 0)
+      diags.error(at_key("linear_value_heads"), "'linear_value_heads' (" + std::to_string(la.value_heads) +
+                                                    ") must be a multiple of 'linear_key_heads' (" +
+                                                    std::to_string(la.key_heads) + ")");
+    if (at.window > 0)
+      diags.error(a.given("window") ? a.where("window") : src.locate(node),
+                  "a model with linear attention has no sliding window: its non-full layers are the linear ones");
+  }
   // The attention kind and its fields must agree: a contradiction would price a KV cache of 0
   // bytes (MLA without its latent rank) or of the wrong head count.
   const SourceLocation kind_at = a.given("kind") ? a.where("kind") : src.locate(node);
@@ -273,6 +325,16 @@ void check_model_fields(const ModelSpec& m, const ParamSet& p, const ParamSet& a
       if (a.get_int(f) <= 0)
         diags.error(at_field(f), std::string("attention 'kind: mla' needs '") + f + "' > 0 (DeepSeek-V2 §2.1's "
                                  "latent and head dimensions)");
+    const bool any_index = at.index_heads > 0 || at.index_head_dim > 0 || at.index_topk > 0;
+    if (any_index)
+      for (const char* f : {"index_heads", "index_head_dim", "index_topk"})
+        if (a.get_int(f) <= 0)
+          diags.error(at_field(f), std::string("DeepSeek Sparse Attention needs '") + f +
+                                       "' > 0 beside the other index_* fields (0 in all three: dense attention)");
+    if (at.output_gate) diags.error(at_field("output_gate"), "'output_gate' is a gated GQA/MHA attention; MLA has none");
+  } else if (at.index_heads > 0 || at.index_head_dim > 0 || at.index_topk > 0) {
+    diags.error(at_field(at.index_topk > 0 ? "index_topk" : at.index_heads > 0 ? "index_heads" : "index_head_dim"),
+                "DeepSeek Sparse Attention (index_*) selects keys for MLA: it needs attention 'kind: mla'");
   } else if (at.kind == AttentionKind::kMqa && at.kv_heads != 1) {
     diags.error(at_field("kv_heads"), "attention 'kind: mqa' has one key/value head: 'kv_heads' must be 1, got " +
                                           std::to_string(at.kv_heads));

@@ -210,7 +210,7 @@ struct LayerQueueRuntime::State {
     if (attention) {
       std::vector<SeqChunk> chunks;
       for (const Item& it : batch) chunks.push_back(SeqChunk{it.tokens, it.context});
-      ops = attention_step_ops(model, chunks);
+      ops = layer_attention_step_ops(model, b, chunks);
       const bool moe = moe_index[static_cast<std::size_t>(b)] >= 0;
       const auto more = moe ? router_ops(model, n) : dense_ffn_ops(model, n);
       ops.insert(ops.end(), more.begin(), more.end());

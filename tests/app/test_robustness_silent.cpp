@@ -199,3 +199,35 @@ TEST(Silent, DenseModelsRouteNothing) {
 }
 
 }  // namespace moesim
+
+namespace moesim {
+
+// Issue 48's hybrid models: linear attention (Qwen3.5) and sparse attention (GLM-5) run end to
+// end, and half-declared forms of either are located errors, not a model priced without them.
+TEST(Silent, HybridAttentionModelsRunAndHalfDeclaredFormsAreRefused) {
+  for (const std::string preset : {"qwen3.5-397b-a17b", "glm-5"}) {
+    const std::string text = with(kBase, "{preset: mixtral-8x7b, layers: 2}", "{preset: " + preset + ", layers: 4}");
+    const fs::path dir = scratch("hybrid-" + preset);
+    const std::string file = write(dir, "s.yaml", text).string();
+    const auto run = run_cli_captured({"run", file, "--out", (dir / "out").string(), "-q"});
+    EXPECT_EQ(run.code, 0) << preset << ": " << run.err;
+    EXPECT_TRUE(fs::exists(dir / "out" / "result.json")) << preset;
+  }
+  expect_refused(kBase, "linear attention needs 'linear_value_heads' > 0", {"model.linear_key_heads=4"});
+  expect_refused(kBase, "must be a multiple of 'linear_key_heads'",
+                 {"model={preset: qwen3.5-397b-a17b, layers: 4, linear_value_heads: 24}"});
+  expect_refused(kBase, "a model with linear attention has no sliding window",
+                 {"model={preset: qwen3.5-397b-a17b, layers: 4, attention: {window: 128}}"});
+  expect_refused(kBase, "DeepSeek Sparse Attention (index_*) selects keys for MLA", {"model.attention={index_topk: 64}"});
+  expect_refused(kBase, "DeepSeek Sparse Attention needs 'index_heads' > 0",
+                 {"model={preset: glm-5, layers: 4, attention: {index_heads: 0}}"});
+  // AMoE's layer queues admit by KV blocks alone: a linear-attention model is refused there.
+  const fs::path dir = scratch("hybrid-amoe");
+  const std::string amoe = with(with(kBase, "{preset: mixtral-8x7b, layers: 2}", "{preset: qwen3.5-397b-a17b, layers: 4}"),
+                                "policy: static-ep", "policy: amoe");
+  const auto r = run_cli_captured({"run", write(dir, "a.yaml", amoe).string(), "--out", (dir / "out").string(), "-q"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "does not hold linear-attention state")) << r.err;
+}
+
+}  // namespace moesim

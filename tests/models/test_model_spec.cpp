@@ -28,10 +28,10 @@ TEST(ModelNames, RoundTrip) {
 
 TEST(ModelPresets, AllRegisteredWithConsistentShapes) {
   const std::vector<std::string> expected = {
-      "deepseek-r1",     "deepseek-v2-lite", "deepseek-v3",       "gpt-oss-120b",    "gpt-oss-20b",
+      "deepseek-r1",     "deepseek-v2-lite", "deepseek-v3",       "glm-5",           "gpt-oss-120b",    "gpt-oss-20b",
       "kimi-k2",         "llama-3.1-70b",    "llama-3.1-8b",      "llama-4-maverick", "llama-4-scout",
       "llama-moe",       "minimax-m2.5",     "mixtral-8x22b",     "mixtral-8x7b",    "olmoe-1b-7b",
-      "qwen1.5-moe-a2.7b", "qwen3-235b-a22b", "qwen3-30b-a3b",    "qwen3-32b",       "switch-base-128",
+      "qwen1.5-moe-a2.7b", "qwen3-235b-a22b", "qwen3-30b-a3b",    "qwen3-32b",       "qwen3.5-397b-a17b", "switch-base-128",
       "switch-base-256", "switch-base-64",   "switch-base-8"};
   EXPECT_EQ(model_presets().names(), expected);
   for (const auto* e : model_presets().entries()) {

@@ -88,8 +88,12 @@ class Rules(unittest.TestCase):
         self.assertIsNotNone(text, case.get("skip_reason"))
         self.assertIn("deployment: {tensor_parallel: 1, data_parallel: 8, expert_parallel: true, instances: 1}", text)
         self.assertIn("arrival: {process: closed, clients: 64}", text)
-        self.assertIn(f"requests: {P.REQUESTS_PER_CLIENT * 64}", text)
-        self.assertIn("warmup_requests: 0", text)  # the source's means include the first wave
+        # The source's benchmark protocol: 2 x concurrency warm-up requests, not measured, then
+        # the measured rounds.
+        self.assertIn(f"requests: {(P.WARMUP_PER_CLIENT + P.REQUESTS_PER_CLIENT) * 64}", text)
+        self.assertIn(f"warmup_requests: {P.WARMUP_PER_CLIENT * 64}", text)
+        _, few = case_of(concurrency=2)
+        self.assertIn(f"requests: {P.WARMUP_PER_CLIENT * 2 + P.MIN_REQUESTS}", few)
         self.assertIn("prompt_tokens: 1024", text)
         self.assertIn("output_tokens: 256", text)
         self.assertIn("engine: {preset: trtllm-pytorch, ", text)  # TRT-LLM 1.x
@@ -162,9 +166,16 @@ class Rules(unittest.TestCase):
                           moe_tp_size=8, moe_ep_size=1)
         self.assertIn("model: {preset: gpt-oss-120b}", text)  # its own MXFP4 checkpoint
 
+    def test_hybrid_and_sparse_attention_models_are_scenarios(self):
+        # Qwen3.5 (Gated DeltaNet) and GLM-5 (DeepSeek Sparse Attention) run as their presets.
+        _, text = case_of(model_path="Qwen/Qwen3.5-397B-A17B", backend="sglang", gemm_quant_mode="fp8",
+                          moe_quant_mode="fp8_block")
+        self.assertIn("model: {preset: qwen3.5-397b-a17b, dtype: fp8}", text)
+        _, text = case_of(model_path="zhipuai/GLM-5", backend="sglang", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4")
+        self.assertIn("model: {preset: glm-5, dtype: nvfp4}", text)
+
     def test_what_cannot_be_expressed_is_listed_with_its_reason(self):
         for kw, reason in [({"model_path": "acme/Unknown-1T"}, "model acme/Unknown-1T: unknown"),
-                           ({"model_path": "zhipuai/GLM-5"}, "DeepSeek Sparse Attention"),
                            ({"system": "gb300_nvl72"}, "system gb300_nvl72: unknown"),
                            ({"backend": "lmdeploy"}, "engine lmdeploy: unknown"),
                            ({"gemm_quant_mode": "int4_wo", "moe_quant_mode": "int4_wo"}, "weight-only int4"),
@@ -188,6 +199,9 @@ class Rules(unittest.TestCase):
         self.assertEqual(len(chosen), 6)
         self.assertEqual(chosen, P.stratified_sample(cases, 2, 48))
         self.assertEqual({c["group"] for c in cases if c["id"] in chosen}, {c["group"] for c in cases})
+        # A group's sample stays when another group leaves (models added later move nothing).
+        others = [c for c in cases if c["group"] != cases[0]["group"]]
+        self.assertEqual(P.stratified_sample(others, 2, 48), {i for i in chosen if i in {c["id"] for c in others}})
 
 
 class Summary(unittest.TestCase):
@@ -243,7 +257,7 @@ class FitServing(unittest.TestCase):
 
 class Files(unittest.TestCase):
     def test_an_unseen_file_runs_through_unchanged(self):
-        path = write([point(), point(id="p2", model_path="zhipuai/GLM-5"),
+        path = write([point(), point(id="p2", model_path="acme/Unknown-1T"),
                       point(id="p3", backend="sglang", concurrency=4, isl=128, osl=16)])
         with tempfile.TemporaryDirectory() as out:
             p = subprocess.run([sys.executable, str(HERE / "make_scenarios.py"), "--points", str(path), "--out", out],
@@ -252,7 +266,7 @@ class Files(unittest.TestCase):
             doc = json.loads((Path(out) / "cases.json").read_text())
             self.assertEqual(len(doc["cases"]), 3)
             self.assertEqual(sum("scenario" in c for c in doc["cases"]), 2)
-            self.assertIn("DeepSeek Sparse Attention", next(c for c in doc["cases"] if c["id"] == "p2")["skip_reason"])
+            self.assertIn("model acme/Unknown-1T: unknown", next(c for c in doc["cases"] if c["id"] == "p2")["skip_reason"])
             if MOESIM:
                 for c in doc["cases"]:
                     if "scenario" in c:
