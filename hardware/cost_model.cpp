@@ -157,7 +157,8 @@ std::int64_t tile_k_of(DType dt) {
     case DType::kFp32: return 8;
     case DType::kFp8: return 64;
     case DType::kNvFp4:
-    case DType::kMxFp4: return 128;
+    case DType::kMxFp4:
+    case DType::kInt4: return 128;
     default: return 32;
   }
 }
@@ -202,7 +203,7 @@ double ComputeCostModel::peak(DType t) const {
   // fp16, fp8 at fp16. Other types without tensor-core support run at the fp32 rate (bf16 on
   // V100 is emulated).
   if (p <= 0.0 && is_fp4(t)) p = gpu_.peak(DType::kFp8);
-  if (p <= 0.0 && (is_fp4(t) || t == DType::kFp8)) p = gpu_.peak(DType::kFp16);
+  if (p <= 0.0 && (is_fp4(t) || t == DType::kFp8 || t == DType::kInt4)) p = gpu_.peak(DType::kFp16);
   if (p <= 0.0) p = gpu_.peak(DType::kFp32);
   if (p <= 0.0) throw std::invalid_argument("GPU " + gpu_.name + " has no usable peak FLOP/s");
   return p;

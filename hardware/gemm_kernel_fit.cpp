@@ -42,7 +42,8 @@ bool default_gemm_family(DType dt, GemmFamily& out) {
     case DType::kFp8: out = GemmFamily::kFp8; return true;
     case DType::kNvFp4: out = GemmFamily::kNvFp4; return true;
     case DType::kFp32:
-    case DType::kMxFp4: return false;
+    case DType::kMxFp4:
+    case DType::kInt4: return false;
   }
   return false;
 }

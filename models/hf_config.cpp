@@ -100,6 +100,36 @@ void read_common(FieldReader& f, ModelSpec& m) {
   m.activation = Activation::kSwiGlu;
 }
 
+/// compressed-tensors' pack-quantized INT4 weights (Kimi-K2 Thinking, Kimi-K2.5): one config group
+/// of symmetric 4-bit integer weights in groups of 32, activations unquantised (W4A16), with
+/// attention left out (`ignore` names self_attn): the routed experts in int4, weight-only. Other
+/// widths, group sizes or quantised activations are refused, not priced as something else.
+void read_compressed_tensors(FieldReader& qr, ModelSpec& m) {
+  const json* groups = qr.object("config_groups");
+  if (!groups || groups->size() != 1 || !groups->begin()->is_object())
+    return qr.fail("'quantization_config.config_groups' must hold one group (INT4 weight-only experts)");
+  const json& g = *groups->begin();
+  const json w = g.value("weights", json());
+  const bool int4 = w.is_object() && w.value("num_bits", 0) == 4 && w.value("type", std::string()) == "int" &&
+                    w.value("strategy", std::string()) == "group" && w.value("group_size", 0) == 32 &&
+                    w.value("symmetric", false);
+  const bool weight_only = !g.contains("input_activations") || g.at("input_activations").is_null();
+  if (!int4 || !weight_only)
+    return qr.fail("compressed-tensors quantization other than symmetric INT4 weights in groups of 32 without "
+                   "activation quantization is not modelled");
+  bool attention_kept = false;
+  if (const json* ignore = qr.array("ignore"))
+    for (const json& v : *ignore)
+      attention_kept = attention_kept || (v.is_string() && v.get<std::string>().find("self_attn") != std::string::npos);
+  if (!attention_kept)
+    return qr.fail("compressed-tensors INT4 that also quantises attention (no 'self_attn' in 'ignore') is not modelled");
+  qr.has("format");
+  qr.has("kv_cache_scheme");
+  qr.has("quantization_status");
+  m.expert_dtype = DType::kInt4;
+  m.expert_weight_only = true;
+}
+
 /// torch_dtype (or transformers' newer `dtype`) sets the weights' type; quantization_config
 /// overrides it for the tensors it quantises.
 void read_dtype(FieldReader& top, FieldReader* inner, ModelSpec& m) {
@@ -131,9 +161,11 @@ void read_dtype(FieldReader& top, FieldReader* inner, ModelSpec& m) {
     if (!algo.empty() && algo != "NVFP4" && algo != "FP8") qr.fail("'quantization_config.quant_algo' " + algo + " is not NVFP4 or FP8");
     if (algo == "FP8") m.dtype = DType::kFp8;
     else m.expert_dtype = DType::kNvFp4;
+  } else if (method == "compressed-tensors") {
+    read_compressed_tensors(qr, m);
   } else {
     top.fail("'quantization_config.quant_method' " + (method.empty() ? std::string("(missing)") : method) +
-             " is not one moesim maps (fp8, mxfp4, modelopt NVFP4)");
+             " is not one moesim maps (fp8, mxfp4, modelopt NVFP4, compressed-tensors INT4)");
   }
   if (!qr.error().empty()) top.fail(qr.error());
 }

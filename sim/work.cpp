@@ -10,6 +10,7 @@ const char* dtype_name(DType t) {
     case DType::kFp8: return "fp8";
     case DType::kNvFp4: return "nvfp4";
     case DType::kMxFp4: return "mxfp4";
+    case DType::kInt4: return "int4";
   }
   return "?";
 }
@@ -23,6 +24,8 @@ double dtype_bytes(DType t) {
     // 4-bit values plus one 8-bit scale per block: 16 values (NVFP4), 32 values (MXFP4).
     case DType::kNvFp4: return 0.5 + 1.0 / 16.0;
     case DType::kMxFp4: return 0.5 + 1.0 / 32.0;
+    // 4-bit integers plus one 16-bit scale per 32 values.
+    case DType::kInt4: return 0.5 + 2.0 / 32.0;
   }
   return 2.0;
 }
@@ -30,7 +33,7 @@ double dtype_bytes(DType t) {
 bool is_fp4(DType t) { return t == DType::kNvFp4 || t == DType::kMxFp4; }
 
 const std::vector<std::string>& dtype_names() {
-  static const std::vector<std::string> names = {"fp32", "fp16", "bf16", "fp8", "fp4", "nvfp4", "mxfp4"};
+  static const std::vector<std::string> names = {"fp32", "fp16", "bf16", "fp8", "fp4", "nvfp4", "mxfp4", "int4"};
   return names;
 }
 
@@ -41,6 +44,7 @@ bool parse_dtype(const std::string& s, DType& out) {
   else if (s == "fp8") out = DType::kFp8;
   else if (s == "fp4" || s == "nvfp4") out = DType::kNvFp4;
   else if (s == "mxfp4") out = DType::kMxFp4;
+  else if (s == "int4") out = DType::kInt4;
   else return false;
   return true;
 }

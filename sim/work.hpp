@@ -10,15 +10,18 @@ namespace moesim {
 /// Element types. The 4-bit formats carry block scales, counted in their bytes per element:
 /// NVFP4 (E2M1 values, one FP8 E4M3 scale per 16 values: 4.5 bits; NVIDIA's Blackwell format, as
 /// in nvidia/DeepSeek-R1-FP4) and MXFP4 (E2M1 values, one E8M0 scale per 32 values: 4.25 bits; the
-/// OCP Microscaling format v1.0 §5.2, as GPT-OSS stores its experts).
-enum class DType { kFp32 = 0, kFp16 = 1, kBf16 = 2, kFp8 = 3, kNvFp4 = 4, kMxFp4 = 5 };
-inline constexpr int kNumDTypes = 6;
+/// OCP Microscaling format v1.0 §5.2, as GPT-OSS stores its experts). INT4 is a weight-only
+/// format (symmetric 4-bit integers, one bf16 scale per 32 values: 4.5 bits; compressed-tensors'
+/// pack-quantized group-32 weights, as Kimi-K2.5 stores its experts): dequantised in the kernel
+/// (Marlin-class W4A16), never the type the math runs in.
+enum class DType { kFp32 = 0, kFp16 = 1, kBf16 = 2, kFp8 = 3, kNvFp4 = 4, kMxFp4 = 5, kInt4 = 6 };
+inline constexpr int kNumDTypes = 7;
 const char* dtype_name(DType t);
 /// Bytes per element, block scales included for the 4-bit formats.
 double dtype_bytes(DType t);
 /// True for the 4-bit formats (one tensor-core peak, `fp4`, serves both).
 bool is_fp4(DType t);
-/// Parses "fp32|fp16|bf16|fp8|nvfp4|mxfp4" ("fp4" = nvfp4); returns false on an unknown name.
+/// Parses "fp32|fp16|bf16|fp8|nvfp4|mxfp4|int4" ("fp4" = nvfp4); returns false on an unknown name.
 bool parse_dtype(const std::string& s, DType& out);
 /// The names parse_dtype accepts, in order (for choice lists and help).
 const std::vector<std::string>& dtype_names();

@@ -122,7 +122,8 @@ std::vector<ParamSpec> model_field_specs(const ModelSpec* b) {
       choice_field("kv_dtype", d && m.kv_dtype ? dtype_name(*m.kv_dtype) : "auto",
                    "KV-cache element type (auto: the weights' dtype)", with_auto(dtype_names())),
       choice_field("expert_dtype", d && m.expert_dtype ? dtype_name(*m.expert_dtype) : "auto",
-                   "routed experts' weight type (auto: dtype), e.g. nvfp4 experts with fp8 attention",
+                   "routed experts' weight type (auto: dtype), e.g. nvfp4 experts with fp8 attention, or int4 "
+                   "(weight-only, with expert_quantization weight-only)",
                    with_auto(dtype_names())),
       choice_field("expert_quantization", d && m.expert_weight_only ? "weight-only" : "weight-and-activation",
                    "weight-and-activation: expert GEMMs run at expert_dtype's tensor-core peak (W4A4, W8A8); "
@@ -296,6 +297,15 @@ void check_model_fields(const ModelSpec& m, const ParamSet& p, const ParamSet& a
   if (m.shared_experts > 0 && m.shared_expert_ffn <= 0)
     diags.error(p.given("shared_experts") ? p.where("shared_experts") : src.locate(node),
                 "'shared_experts' (" + std::to_string(m.shared_experts) + ") needs 'shared_expert_ffn' > 0");
+  // INT4 is a weight-only storage format (no INT4 tensor cores on Hopper or Blackwell; W4A16
+  // kernels dequantise it): only routed experts' weights under expert_quantization weight-only.
+  for (const char* f : {"dtype", "kv_dtype"})
+    if (p.get_string(f) == "int4")
+      diags.error(at_key(f), std::string("'") + f + ": int4' is a weight-only format; it is for 'expert_dtype' with "
+                                              "'expert_quantization: weight-only' (W4A16), not for activations or caches");
+  if (p.get_string("expert_dtype") == "int4" && !m.expert_weight_only)
+    diags.error(at_key("expert_dtype"), "'expert_dtype: int4' needs 'expert_quantization: weight-only': INT4 weights "
+                                        "are dequantised in the kernel (W4A16), no GPU here multiplies INT4 activations");
   // Gated DeltaNet: all its widths or none, value heads grouped over key heads, and not beside a
   // sliding window (one local form per model).
   const LinearAttentionSpec& la = m.linear_attention;

@@ -221,6 +221,16 @@ TEST(Silent, HybridAttentionModelsRunAndHalfDeclaredFormsAreRefused) {
   expect_refused(kBase, "DeepSeek Sparse Attention (index_*) selects keys for MLA", {"model.attention={index_topk: 64}"});
   expect_refused(kBase, "DeepSeek Sparse Attention needs 'index_heads' > 0",
                  {"model={preset: glm-5, layers: 4, attention: {index_heads: 0}}"});
+  // INT4 is weight-only storage: only for experts, and only with weight-only math.
+  expect_refused(kBase, "'expert_dtype: int4' needs 'expert_quantization: weight-only'", {"model.expert_dtype=int4"});
+  expect_refused(kBase, "'dtype: int4' is a weight-only format", {"model.dtype=int4"});
+  expect_refused(kBase, "'kv_dtype: int4' is a weight-only format", {"model.kv_dtype=int4"});
+  {
+    const fs::path d = scratch("int4");
+    const auto ok = run_cli_captured({"validate", write(d, "s.yaml", kBase).string(), "--set", "model.expert_dtype=int4",
+                                      "--set", "model.expert_quantization=weight-only"});
+    EXPECT_EQ(ok.code, 0) << ok.err;
+  }
   // AMoE's layer queues admit by KV blocks alone: a linear-attention model is refused there.
   const fs::path dir = scratch("hybrid-amoe");
   const std::string amoe = with(with(kBase, "{preset: mixtral-8x7b, layers: 2}", "{preset: qwen3.5-397b-a17b, layers: 4}"),

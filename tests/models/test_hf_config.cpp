@@ -167,6 +167,44 @@ TEST(HfConfig, MissingFieldIsNamed) {
   EXPECT_NE(r.error.find("moe_intermediate_size"), std::string::npos) << r.error;
 }
 
+// Kimi-K2.5's checkpoint: compressed-tensors INT4 weights in groups of 32, attention, shared
+// experts and dense MLPs left out (moonshotai/Kimi-K2.5 config.json's quantization_config).
+nlohmann::json kimi_int4() {
+  nlohmann::json c = config_of("kimi-k2");
+  c.erase("quantization_config");
+  c["torch_dtype"] = "bfloat16";
+  c["quantization_config"] = nlohmann::json::parse(R"({
+    "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+    "kv_cache_scheme": null,
+    "config_groups": {"group_0": {"input_activations": null, "output_activations": null, "targets": ["Linear"],
+      "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": true}}},
+    "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]})");
+  return c;
+}
+
+TEST(HfConfig, CompressedTensorsInt4IsWeightOnlyExperts) {
+  const HfConfigRead r = model_from_hf_config(kimi_int4(), "kimi-k2.5");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.model.dtype, DType::kBf16);
+  EXPECT_EQ(r.model.expert_weight_dtype(), DType::kInt4);
+  EXPECT_TRUE(r.model.expert_weight_only);
+  EXPECT_EQ(r.model.expert_compute_dtype(), DType::kBf16);
+  // 4-bit values and a bf16 scale per 32: 4.5 bits, a quarter of the bf16 experts' bytes and more.
+  EXPECT_DOUBLE_EQ(dtype_bytes(DType::kInt4), 0.5625);
+  // What it does not map is refused, not priced as something else.
+  for (const auto& [path, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"/quantization_config/config_groups/group_0/weights/group_size", 128},
+           {"/quantization_config/config_groups/group_0/weights/num_bits", 8},
+           {"/quantization_config/config_groups/group_0/input_activations", nlohmann::json::object()},
+           {"/quantization_config/ignore", nlohmann::json::array({"lm_head"})}}) {
+    nlohmann::json c = kimi_int4();
+    c[nlohmann::json::json_pointer(path)] = value;
+    const HfConfigRead bad = model_from_hf_config(c, "x");
+    EXPECT_FALSE(bad.ok()) << path;
+    EXPECT_NE(bad.error.find("compressed-tensors"), std::string::npos) << bad.error;
+  }
+}
+
 TEST(HfConfig, WrongTypeIsNamed) {
   nlohmann::json c = config_of("kimi-k2");
   c["n_routed_experts"] = "384";

@@ -29,6 +29,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+from validate import point_metrics  # noqa: E402  (one definition of how a point's metric is read)
+
 ENGINES = ("trtllm", "sglang", "vllm")
 
 
@@ -120,7 +123,7 @@ def load_points(cases_path: Path, results_dir: Path, sample: bool) -> list[dict]
         if scenario.is_file() and res.stat().st_mtime < scenario.stat().st_mtime:
             continue
         try:
-            m = json.loads(res.read_text())["runs"][0]["metrics"]
+            m = point_metrics(c, res.parent, json.loads(res.read_text())["runs"][0]["metrics"])
         except (OSError, ValueError, KeyError, IndexError):
             continue
         meas = c["measured"]

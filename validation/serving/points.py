@@ -63,19 +63,30 @@ CHECKPOINT = "checkpoint"  # no precision stated: the checkpoint's own (the pres
 # Quantisation modes -> moesim dtypes. fp8_block is FP8 with 128-block scales: the model's fp8
 # dtype, whose block-scaled checkpoints run block kernels (models/quantisation).
 QUANT = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16"}
+# Weight-only INT4 (int4_wo): a checkpoint whose routed experts are INT4 in groups of 32 and the
+# rest bf16 (Kimi-K2.5's compressed-tensors config ignores attention, shared experts and dense
+# MLPs), run by W4A16 kernels: bf16 everywhere, int4 expert weights, weight-only math. The
+# collectors label the GEMMs int4_wo too; the checkpoint says which GEMMs are INT4.
+INT4_WEIGHT_ONLY = "int4_wo"
 
-# The request rule, the same for every point and never tuned to a result: a closed loop of
-# `concurrency` clients (all starting at once, as a benchmark client at fixed concurrency does)
-# that first send WARMUP_PER_CLIENT requests each, excluded from the metrics, then
-# REQUESTS_PER_CLIENT measured ones each (at least MIN_REQUESTS measured). This is the source's
-# own benchmark protocol: aiconfigurator's generated benchmark (generator/config/
-# backend_templates/benchmark/bench_run.sh.j2) runs aiperf with --warmup-request-count
-# 2 x concurrency and --num-requests 20 x concurrency, "to reduce the impact of first batch of
-# requests" (docs/dynamo_deployment_guide.md, which writes 10 x). Three measured rounds instead of
-# 10-20 trade some of the tail's weight for run time (docs/validation.md says so).
+# The request rule, the same for every point and never tuned to a result, is the source's own
+# benchmark protocol: aiconfigurator's generated benchmark (generator/config/backend_templates/
+# benchmark/bench_run.sh.j2, and sflow.py's MULTI_ROUND, both 20) runs aiperf at `concurrency`
+# clients with --num-requests 20 x concurrency after a warm-up phase of 2 x concurrency requests.
+# aiperf runs its phases one after the other and waits for every warm-up request to return before
+# the profiling phase starts (aiperf/timing/credit_issuing_strategy.py, _execute_phases), so the
+# measured phase starts cold: all clients send at once (a first wave), then each sends again as
+# its request finishes, and the last requests drain with fewer clients left (a closing tail). The
+# warm-up removes the engine's cold start, which a simulation has not.
+# moesim runs SIMULATED_ROUNDS x concurrency requests of that closed loop (more rounds when
+# concurrency is small, for at least MIN_REQUESTS) and estimates the source's 20-round means from
+# the three parts: the first wave (the first `concurrency` requests issued) weighs 1/20, the
+# closing tail (the last `concurrency` issued) 1/20, the rounds between 18/20
+# (validate.py's round_weighted). Until this revision the means were those of three rounds, the
+# first wave weighing 1/3.
 LAYER_SAMPLING = 256
-WARMUP_PER_CLIENT = 2
-REQUESTS_PER_CLIENT = 3
+SIMULATED_ROUNDS = 4
+SOURCE_ROUNDS = 20
 MIN_REQUESTS = 16
 
 
@@ -270,12 +281,15 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
     as_shipped = not (row["gemm_quant_mode"] or row["moe_quant_mode"] or row["precision"])
     dtype = CHECKPOINT if as_shipped else QUANT.get(row["gemm_quant_mode"] or row["precision"])
     expert_dtype = CHECKPOINT if as_shipped else QUANT.get(row["moe_quant_mode"] or row["precision"])
+    int4 = row["moe_quant_mode"] == INT4_WEIGHT_ONLY and row["gemm_quant_mode"] in (INT4_WEIGHT_ONLY, "", "bf16")
+    if int4:
+        dtype, expert_dtype = "bf16", "int4"
     conc = _num(row, "concurrency")
     dep, dep_text, gpus = None, mode, 0
     if not reasons:  # without a model, system and engine the rest of the point reads against nothing
         if dtype is None or expert_dtype is None:
-            reasons.append(f"quantisation {row['gemm_quant_mode']}/{row['moe_quant_mode']} (weight-only int4 is "
-                           "not modelled)")
+            reasons.append(f"quantisation {row['gemm_quant_mode']}/{row['moe_quant_mode']} is not one moesim "
+                           "maps")
         if conc is None:
             reasons.append("no concurrency: the point's load is not stated")
         if mode == "agg":
@@ -322,8 +336,8 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
         case["skip_reason"] = "; ".join(reasons)
         return case, None
     clients = int(conc)
-    warmup = WARMUP_PER_CLIENT * clients
-    requests = warmup + max(REQUESTS_PER_CLIENT * clients, MIN_REQUESTS)
+    rounds = max(SIMULATED_ROUNDS, math.ceil(MIN_REQUESTS / clients))
+    requests = rounds * clients
     # A worker's max_batch_size: its attention-DP ranks' share of the clients (the decode workers'
     # when disaggregated). The batch_size column is that share in 2,482 of the 2,496 aggregated
     # points, but per GPU in the nvidia_* rows (56 at TP4 and concurrency 224), so it is not read.
@@ -337,13 +351,15 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
         model = {"preset": preset, "dtype": dtype}
         if expert_dtype != dtype and preset not in DENSE:
             model["expert_dtype"] = expert_dtype
+        if int4:
+            model["expert_quantization"] = "weight-only"
     expert_parallel = any(d.get("expert_parallel") for d in ([dep] if mode == "agg" else dep.values()))
     doc = {
         "name": f"point-{cid}",
         "seed": 1,
         "model": model,
         "hardware": hardware,
-        "workload": {"kind": "serving", "requests": requests, "warmup_requests": warmup,
+        "workload": {"kind": "serving", "requests": requests, "warmup_requests": 0,
                      "arrival": {"process": "closed", "clients": clients},
                      "prompt_tokens": isl, "output_tokens": osl, "routing": {"kind": "uniform"}},
         # One MoE layer planned per step, standing for all (serving.layer_sampling, issue 27): within
@@ -353,7 +369,7 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
         "policy": "static-ep" if expert_parallel else "tp-experts",
     }
     case.update({"scenario": f"{scenario_dir}/{cid}.yaml", "requests": requests, "clients": clients,
-                 "batch_per_rank": batch})
+                 "batch_per_rank": batch, "rounds": {"simulated": rounds, "source": SOURCE_ROUNDS}})
     head = [f"Validation point {cid}", "generated by validation/serving/make_scenarios.py --points (edit the "
             "generator, not this file)", f"from {source} line {row['_line']}.", ""]
     head += wrap(f"Measured: {model_name}, {row['precision']} ({row['gemm_quant_mode']} GEMMs, "
@@ -362,9 +378,9 @@ def point_case(row: dict, source: str, scenario_dir: str) -> tuple[dict, str | N
                  f"TPOT {row['silicon_tpot_ms']} ms.")
     if model_note:
         head += wrap(model_note + ".")
-    head += wrap(f"Requests (validation/serving/points.py's rule, the same for every point): {WARMUP_PER_CLIENT} x "
-                 f"{clients} clients warm-up (not measured), then max({REQUESTS_PER_CLIENT} x {clients} clients, "
-                 f"{MIN_REQUESTS}) measured: {requests} in all, closed loop; batch "
+    head += wrap(f"Requests (validation/serving/points.py's rule, the same for every point): {rounds} rounds of "
+                 f"{clients} clients, {requests} in all, closed loop; the source's {SOURCE_ROUNDS}-round means are "
+                 "estimated from the first wave, the rounds between and the closing tail; batch "
                  "limits and CUDA graphs as the source's deployment generator writes them for a worker of "
                  f"max_batch_size {batch}, the engine preset's defaults for the rest.")
     return case, emit(doc, head)

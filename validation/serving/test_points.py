@@ -20,6 +20,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import fit_serving as FS  # noqa: E402
 import points as P  # noqa: E402
+import validate as V  # noqa: E402
 
 HEADER = list(P.REQUIRED) + ["pp_size", "batch_size"] + [f"{p}{f}" for p in ("prefill_", "decode_")
                                                           for f in P.POOL_FIELDS]
@@ -88,12 +89,13 @@ class Rules(unittest.TestCase):
         self.assertIsNotNone(text, case.get("skip_reason"))
         self.assertIn("deployment: {tensor_parallel: 1, data_parallel: 8, expert_parallel: true, instances: 1}", text)
         self.assertIn("arrival: {process: closed, clients: 64}", text)
-        # The source's benchmark protocol: 2 x concurrency warm-up requests, not measured, then
-        # the measured rounds.
-        self.assertIn(f"requests: {(P.WARMUP_PER_CLIENT + P.REQUESTS_PER_CLIENT) * 64}", text)
-        self.assertIn(f"warmup_requests: {P.WARMUP_PER_CLIENT * 64}", text)
-        _, few = case_of(concurrency=2)
-        self.assertIn(f"requests: {P.WARMUP_PER_CLIENT * 2 + P.MIN_REQUESTS}", few)
+        # The source's protocol: a cold closed loop (aiperf waits out its warm-up phase), rounds
+        # of all clients; the case says how many rounds the source ran.
+        self.assertIn(f"requests: {P.SIMULATED_ROUNDS * 64}", text)
+        self.assertIn("warmup_requests: 0", text)
+        case, few = case_of(concurrency=2)
+        self.assertIn(f"requests: {P.MIN_REQUESTS}", few)
+        self.assertEqual(case["rounds"], {"simulated": P.MIN_REQUESTS // 2, "source": P.SOURCE_ROUNDS})
         self.assertIn("prompt_tokens: 1024", text)
         self.assertIn("output_tokens: 256", text)
         self.assertIn("engine: {preset: trtllm-pytorch, ", text)  # TRT-LLM 1.x
@@ -166,6 +168,10 @@ class Rules(unittest.TestCase):
                           moe_tp_size=8, moe_ep_size=1)
         self.assertIn("model: {preset: gpt-oss-120b}", text)  # its own MXFP4 checkpoint
 
+    def test_weight_only_int4_runs_int4_experts_under_bf16(self):
+        _, text = case_of(model_path="moonshotai/Kimi-K2.5", gemm_quant_mode="int4_wo", moe_quant_mode="int4_wo")
+        self.assertIn("model: {preset: kimi-k2, dtype: bf16, expert_dtype: int4, expert_quantization: weight-only}", text)
+
     def test_hybrid_and_sparse_attention_models_are_scenarios(self):
         # Qwen3.5 (Gated DeltaNet) and GLM-5 (DeepSeek Sparse Attention) run as their presets.
         _, text = case_of(model_path="Qwen/Qwen3.5-397B-A17B", backend="sglang", gemm_quant_mode="fp8",
@@ -178,7 +184,7 @@ class Rules(unittest.TestCase):
         for kw, reason in [({"model_path": "acme/Unknown-1T"}, "model acme/Unknown-1T: unknown"),
                            ({"system": "gb300_nvl72"}, "system gb300_nvl72: unknown"),
                            ({"backend": "lmdeploy"}, "engine lmdeploy: unknown"),
-                           ({"gemm_quant_mode": "int4_wo", "moe_quant_mode": "int4_wo"}, "weight-only int4"),
+                           ({"gemm_quant_mode": "int8_sq", "moe_quant_mode": "int8_sq"}, "int8_sq/int8_sq is not one"),
                            ({"concurrency": ""}, "no concurrency"),
                            ({"pp_size": 2}, "pipeline parallelism"),
                            ({"attention_dp_size": 4, "tp_size": 2, "moe_tp_size": 8, "moe_ep_size": 1},
@@ -202,6 +208,28 @@ class Rules(unittest.TestCase):
         # A group's sample stays when another group leaves (models added later move nothing).
         others = [c for c in cases if c["group"] != cases[0]["group"]]
         self.assertEqual(P.stratified_sample(others, 2, 48), {i for i in chosen if i in {c["id"] for c in others}})
+
+
+class RoundWeighting(unittest.TestCase):
+    def test_first_wave_and_tail_weigh_one_round_each(self):
+        # 2 clients, 5 rounds: ids 0-1 the first wave (TTFT 100), 8-9 the tail (TTFT 10), the six
+        # between 40; out of issue order in the file, as several runs' rows can be.
+        rows = [(i, 100.0 if i < 2 else 10.0 if i >= 8 else 40.0, 5.0 + (i >= 8)) for i in range(10)]
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "requests.csv"
+            f.write_text("run,id,ttft_ms,tpot_ms\n" + "".join(f"x,{i},{t},{p}\n" for i, t, p in reversed(rows)))
+            est = V.round_weighted(f, 2, 20)
+            self.assertAlmostEqual(est["ttft_ms"], (100 + 18 * 40 + 10) / 20)
+            self.assertAlmostEqual(est["tpot_ms"], (5 + 18 * 5 + 6) / 20)
+            # Source rounds equal to the simulated ones: the plain mean of the three parts' means.
+            self.assertAlmostEqual(V.round_weighted(f, 2, 3)["ttft_ms"], (100 + 40 + 10) / 3)
+            # Fewer than three rounds: no estimate, never a mean of the first wave alone.
+            self.assertEqual(V.round_weighted(f, 4, 20), {})
+            case = {"rounds": {"simulated": 5, "source": 20}, "clients": 2}
+            m = V.point_metrics(case, Path(d), {"ttft_ms": {"mean": 1.0, "p50": 2.0}})
+            self.assertAlmostEqual(m["ttft_ms"]["mean"], (100 + 18 * 40 + 10) / 20)
+            self.assertEqual(m["ttft_ms"]["p50"], 2.0)
+            self.assertEqual(V.point_metrics({}, Path(d), {"x": 1}), {"x": 1})
 
 
 class Summary(unittest.TestCase):

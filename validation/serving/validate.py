@@ -52,6 +52,49 @@ def dist(m: dict, key: str, stat: str) -> float | None:
     return d.get(stat) if isinstance(d, dict) else None
 
 
+def round_weighted(requests_csv: Path, clients: int, source_rounds: int) -> dict[str, float]:
+    """The means of a `source_rounds`-round closed-loop benchmark estimated from a shorter run of
+    the same loop (points.py's request rule): per-request TTFT and TPOT split by issue order into
+    the first wave (the first `clients` requests), the closing tail (the last `clients`) and the
+    rounds between, weighted 1, source_rounds - 2 and 1. Returns {"ttft_ms": .., "tpot_ms": ..}
+    (a metric without per-request values is left out); an unreadable file gives {}."""
+    try:
+        lines = requests_csv.read_text().splitlines()
+    except OSError:
+        return {}
+    head = lines[0].split(",") if lines else []
+    if not {"id", "ttft_ms", "tpot_ms"} <= set(head):
+        return {}
+    col = {k: head.index(k) for k in ("id", "ttft_ms", "tpot_ms")}
+    rows = sorted((int(f[col["id"]]), f) for f in (line.split(",") for line in lines[1:]) if len(f) == len(head))
+    n = len(rows)
+    out = {}
+    for key in ("ttft_ms", "tpot_ms"):
+        parts = [[], [], []]  # first wave, rounds between, closing tail
+        for i, (_, f) in enumerate(rows):
+            if f[col[key]] == "":
+                continue
+            parts[0 if i < clients else 2 if i >= n - clients else 1].append(float(f[col[key]]))
+        if not all(parts) or n < 3 * clients:
+            continue
+        means = [statistics.fmean(p) for p in parts]
+        out[key] = (means[0] + (source_rounds - 2) * means[1] + means[2]) / source_rounds
+    return out
+
+
+def point_metrics(case: dict, run_dir: Path, metrics: dict) -> dict:
+    """A run's metrics, with TTFT and TPOT means replaced by the source protocol's estimate
+    (round_weighted) when the case states its rounds (a measured serving point)."""
+    rounds = case.get("rounds")
+    if not rounds:
+        return metrics
+    est = round_weighted(run_dir / "requests.csv", int(case["clients"]), int(rounds["source"]))
+    m = dict(metrics)
+    for key, v in est.items():
+        m[key] = {**(m.get(key) or {}), "mean": v}
+    return m
+
+
 def simulated(metric: str, m: dict, case: dict) -> tuple[float | None, str]:
     """moesim's value for a measured metric from a run's metrics, and a note (why none, or how derived)."""
     out = m.get("throughput_tokens_per_s")
@@ -271,7 +314,7 @@ def main() -> int:
             else:
                 try:
                     res = json.loads((ROOT / c["_out"] / "result.json").read_text())
-                    metrics = res["runs"][0]["metrics"]
+                    metrics = point_metrics(c, ROOT / c["_out"], res["runs"][0]["metrics"])
                     version = version or res.get("moesim")
                 except (OSError, ValueError, KeyError, IndexError) as e:
                     reason = f"run failed: unreadable result.json ({e})"
