@@ -111,7 +111,7 @@ void append_mla_core(std::vector<Op>& ops, const ModelSpec& m, const CoreTotals&
   if (full.sequences > 0) {
     const std::int64_t qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
     ops.push_back(make_gemm("attn.kv_b", full.new_tokens + full.cached_read,
-                            a.heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, dt));
+                            static_cast<std::int64_t>(a.heads) * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, dt));
     ops.push_back(attention_core("attn.core", full, a.heads, a.heads, qk_dim, a.v_head_dim,
                                  d(a.heads) * d(qk_dim + a.v_head_dim), dt, dt, AttentionForm::kMlaFull));
   }
@@ -208,7 +208,8 @@ std::vector<Op> linear_attention_step_ops(const ModelSpec& m, std::span<const Se
   std::vector<Op> ops;
   ops.reserve(9);
   ops.push_back(make_elementwise("lin.norm", d(tokens) * d(m.hidden), dt));
-  ops.push_back(make_gemm("lin.in_proj", tokens, channels + l.value_heads * l.value_head_dim, m.hidden, dt));
+  const std::int64_t v_width = static_cast<std::int64_t>(l.value_heads) * l.value_head_dim;
+  ops.push_back(make_gemm("lin.in_proj", tokens, channels + v_width, m.hidden, dt));
   ops.push_back(make_gemm("lin.in_proj_ba", tokens, 2LL * l.value_heads, m.hidden, dt));
   // Causal depthwise convolution over q/k/v: each sequence's conv_kernel - 1 previous inputs come
   // from its conv state (read and written back), 2·conv_kernel FLOPs per output.
@@ -236,7 +237,7 @@ std::vector<Op> linear_attention_step_ops(const ModelSpec& m, std::span<const Se
   ops.push_back(core);
   // Gated RMSNorm: o normalised per head and multiplied by silu(z).
   ops.push_back(make_elementwise("lin.norm_gate", d(tokens) * v * 1.5, dt));
-  ops.push_back(make_gemm("lin.out", tokens, m.hidden, l.value_heads * l.value_head_dim, dt));
+  ops.push_back(make_gemm("lin.out", tokens, m.hidden, v_width, dt));
   ops.push_back(make_elementwise("lin.residual", d(tokens) * d(m.hidden), dt));
   return ops;
 }
@@ -280,7 +281,7 @@ std::vector<Op> attention_step_ops(const ModelSpec& model, std::span<const SeqCh
     // Queries (through the q latent when q_lora_rank > 0) and the compressed KV latent plus the
     // shared rope key, over the step's new tokens whichever form each chunk then takes.
     v_dim = a.v_head_dim;
-    const std::int64_t q_cols = a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim);
+    const std::int64_t q_cols = static_cast<std::int64_t>(a.heads) * (a.qk_nope_head_dim + a.qk_rope_head_dim);
     if (a.q_lora_rank > 0) {
       ops.push_back(make_gemm("attn.q_a", tokens, a.q_lora_rank, m.hidden, dt));
       ops.push_back(make_elementwise("attn.q_norm", d(tokens) * a.q_lora_rank, dt));
