@@ -73,7 +73,7 @@ papers: build
 # (outputs in results/validation/), then the per-case table validation/serving/results.md and the
 # summary block of docs/validation.md (median |error| per metric against the issue's targets).
 # Then the measured serving points (data/kernels/serving_points.csv, issue 48): every point becomes a
-# scenario or a listed reason (results/validation-points/), and a stratified sample (one point of every
+# scenario or a listed reason (results/validation-points/), and a stratified sample (four points of every
 # model x system x engine x mode, fixed by a seed) runs; `make validate-all` runs every point.
 POINTS = data/kernels/serving_points.csv
 validate: build
