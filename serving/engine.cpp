@@ -320,6 +320,8 @@ void ServingEngine::start_step(int pool) {
     const double host = engine.host_us(busiest_seqs, busiest_tokens) + (graph ? engine.graph_launch_us : 0.0);
     if (us_to_ticks(host) > 0) shape.host.push_back(host_work("engine.step", busiest_seqs, host * 1e-6));
     shape.host_overlap = engine.host_overlap;
+    const double dispatch = graph ? 0.0 : engine.eager_dispatch_us(m.layers, m.num_moe_layers());
+    if (us_to_ticks(dispatch) > 0) shape.dispatch.push_back(host_work("engine.dispatch", m.layers, dispatch * 1e-6));
   }
 
   p.step = p.next_step++;

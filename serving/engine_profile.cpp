@@ -41,12 +41,18 @@ EngineProfile none() {
 // min(2 x max_num_seqs, 512) = 512; a batch is padded up to the next captured size, larger
 // batches run eagerly. Async scheduling (the next step's host work overlaps this step) is on by
 // default from 0.14 (PR #27614). gpu_memory_utilization 0.9. Host time per step: no published
-// measurement per batch size: 0 unless set.
+// measurement per batch size: 0 unless set. Eager issue time: no source publishes it; 345 us
+// per layer is fitted to measured serving points (validation/serving/fit_serving.py, the points
+// sample's fit split `every-other-model`, runs without issue time; its held-back models' TTFT
+// improves, docs/validation.md "Eager issue time"). It stands for all a non-graph step spends
+// per layer beyond the kernel tables (mixed steps of up to 512 tokens replay piecewise graphs in
+// vLLM, which moesim runs eagerly).
 EngineProfile vllm() {
   EngineProfile e;
   e.name = "vllm";
   e.kernels = "vllm";
   e.host_overlap = true;
+  e.eager_layer_us = 345.0;
   e.cuda_graphs = true;
   e.graph_batch_sizes = sizes({1, 2, 4}, 8, 248, 8);
   for (std::int64_t b = 256; b <= 512; b += 16) e.graph_batch_sizes.push_back(b);
@@ -122,12 +128,17 @@ EngineProfile trtllm() {
 // (enable_chunked_prefill False); max_batch_size 2048 and max_num_tokens 8192 (BuildConfig, the
 // trtllm-serve options); KvCacheConfig.free_gpu_memory_fraction 0.9; the GUARANTEED_NO_EVICT
 // capacity scheduler (blocks of the whole request reserved at admission). Host time: not
-// published: 0 unless set.
+// published: 0 unless set. Eager issue time (prefill and mixed steps run without graphs): not
+// published; 453 us per layer and 1,413 us more per MoE layer are fitted to measured serving
+// points (validation/serving/fit_serving.py, the points sample's fit split `every-other-model`,
+// runs without issue time; its held-back models' TTFT and TPOT improve, docs/validation.md).
 EngineProfile trtllm_pytorch() {
   EngineProfile e;
   e.name = "trtllm-pytorch";
   e.kernels = "trtllm";
   e.host_overlap = true;
+  e.eager_layer_us = 453.0;
+  e.eager_moe_layer_us = 1413.0;
   e.cuda_graphs = true;
   e.graph_batch_sizes = sizes({}, 1, 32, 1);
   e.graph_batch_sizes.insert(e.graph_batch_sizes.end(), {64, 128});
@@ -186,6 +197,9 @@ std::vector<ParamSpec> engine_profile_specs(const EngineProfile& b) {
       f("host_step_us", b.host_step_us, "us", "host time of every step (scheduling, input preparation, sampling)", 1e7),
       f("host_per_seq_us", b.host_per_seq_us, "us", "host time per sequence in the step (busiest rank)", 1e6),
       f("host_per_token_us", b.host_per_token_us, "us", "host time per new token in the step (busiest rank)", 1e6),
+      f("eager_layer_us", b.eager_layer_us, "us",
+        "host time to issue one layer's kernels in an eager (non-graph) step, added before its kernels", 1e6),
+      f("eager_moe_layer_us", b.eager_moe_layer_us, "us", "added per MoE layer to eager_layer_us", 1e6),
       flag("host_overlap", b.host_overlap, "host work of the next step overlaps this step's GPU work"),
       flag("cuda_graphs", b.cuda_graphs, "decode-only steps within the captured sizes replay a CUDA graph"),
       ParamSpec{"graph_batch_sizes", ParamType::kIntList, list_text(b.graph_batch_sizes), "sequences",
@@ -204,6 +218,8 @@ void apply_engine_params(const ParamSet& p, EngineProfile& e) {
   e.host_step_us = p.get_float("host_step_us");
   e.host_per_seq_us = p.get_float("host_per_seq_us");
   e.host_per_token_us = p.get_float("host_per_token_us");
+  e.eager_layer_us = p.get_float("eager_layer_us");
+  e.eager_moe_layer_us = p.get_float("eager_moe_layer_us");
   e.host_overlap = p.get_bool("host_overlap");
   e.cuda_graphs = p.get_bool("cuda_graphs");
   e.graph_batch_sizes = p.get_int_list("graph_batch_sizes");

@@ -24,6 +24,15 @@ struct EngineProfile {
   double host_step_us = 0.0;
   double host_per_seq_us = 0.0;
   double host_per_token_us = 0.0;
+  /// Host time to issue one layer's kernels in a step that runs eagerly (no CUDA graph): the
+  /// framework's per-layer work (Python modules, PyTorch dispatch, launches) on each rank. Where
+  /// kernels are shorter than their issue the GPU waits on the host, so an eager step pays
+  /// layers x eager_layer_us + MoE layers x eager_moe_layer_us before its kernels (the regime of
+  /// short kernels: with long ones the issue would hide behind them, and this overstates). Prefill
+  /// and mixed steps run eagerly in every engine here; graph replays pay graph_launch_us instead.
+  /// The overlap scheduler (host_overlap) hides the next step's scheduling, not this issue.
+  double eager_layer_us = 0.0;
+  double eager_moe_layer_us = 0.0;
   /// The host work of step n+1 runs while step n is on the GPU (SGLang's overlap scheduler):
   /// a step lasts max(GPU time, host time) instead of their sum.
   bool host_overlap = false;
@@ -57,6 +66,10 @@ struct EngineProfile {
   std::int64_t graph_size_for(std::int64_t batch) const;
   /// Host time of a step whose busiest rank has `seqs` sequences and `tokens` new tokens.
   double host_us(std::int64_t seqs, std::int64_t tokens) const;
+  /// Host time to issue an eager step's kernels for `layers` layers of which `moe_layers` are MoE.
+  double eager_dispatch_us(int layers, int moe_layers) const {
+    return eager_layer_us * layers + eager_moe_layer_us * moe_layers;
+  }
 };
 
 /// serving.engine presets.

@@ -145,6 +145,12 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
       const TaskId host = plan.host(g, phase::kSchedule, -1, shape.host.front(), dep);
       if (!shape.host_overlap) root = host;
     }
+    if (!shape.dispatch.empty()) {
+      // Kernels shorter than their issue leave the GPU waiting on the host: in that regime (an
+      // eager step's norms, projections of a few tokens, routing) the issue adds to the step.
+      const TaskId dep[] = {root};
+      root = plan.host(g, phase::kSchedule, -1, shape.dispatch.front(), dep);
+    }
     last_[g] = add_swaps(plan, ctx, shape, g, root);
   }
   // Attention ops depend only on the GPU's chunks, the same in every layer: built once (twice for

@@ -57,6 +57,9 @@ struct StepShape {
   /// with host_overlap, alongside the step (the step then lasts the longer of the two).
   std::vector<Op> host;
   bool host_overlap = false;
+  /// The host's issue of an eager step's kernels (one OpKind::kHost op; empty: none, or a graph
+  /// replay), before the step's GPU work and never overlapped (EngineProfile::eager_layer_us).
+  std::vector<Op> dispatch;
   /// With tp_experts: a group's experts split over this many of its GPUs (contiguous expert
   /// ranges), each expert sharded over attention_tp / moe_expert_parallel of them.
   int moe_expert_parallel = 1;

@@ -247,6 +247,28 @@ TEST(Deployments, HostTimeAddsToEachStepUnlessOverlapped) {
   EXPECT_NEAR(long_host, 200.0, 1e-6);
 }
 
+// The eager issue of a step's kernels (serving.engine.eager_layer_us, eager_moe_layer_us) adds
+// layers x the one + MoE layers x the other to every step that launches its kernels one by one,
+// overlap scheduler or not (it hides the next step's scheduling, not this issue), and nothing to
+// a step that replays a CUDA graph.
+TEST(Deployments, EagerIssueTimeAddsToEagerStepsOnly) {
+  const std::string wl =
+      "{kind: serving, requests: 4, arrival: {process: closed, clients: 4}, prompt_tokens: 64, output_tokens: 6, "
+      "prompt_cached: true, routing: {kind: uniform}}";
+  const auto mean_step = [&](const std::string& engine) {
+    const Scenario s = load_scenario_text(scenario(wl, "{tensor_parallel: 1, instances: 1, data_parallel: 1}", engine), "e.yaml");
+    return serve(s)["steps"]["step_ms"]["mean"].get<double>();
+  };
+  // Two layers, both MoE (Mixtral cut to 2): 2 x 1000 us + 2 x 500 us per eager step.
+  const double eager = mean_step("{engine: {preset: trtllm}}");
+  EXPECT_NEAR(mean_step("{engine: {preset: trtllm, eager_layer_us: 1000}}"), eager + 2.0, 1e-6);
+  EXPECT_NEAR(mean_step("{engine: {preset: trtllm, eager_layer_us: 1000, eager_moe_layer_us: 500}}"), eager + 3.0, 1e-6);
+  EXPECT_NEAR(mean_step("{engine: {preset: trtllm, eager_layer_us: 1000, host_overlap: true}}"), eager + 2.0, 1e-6);
+  // Four decodes fit the captured size 4: every step replays the graph.
+  const std::string graphs = "{engine: {preset: vllm, graph_batch_sizes: [4]";
+  EXPECT_DOUBLE_EQ(mean_step(graphs + ", eager_layer_us: 1000, eager_moe_layer_us: 500}}"), mean_step(graphs + "}}"));
+}
+
 // Reserve-full admission (TensorRT-LLM) holds each request's whole KV at admission: it never
 // preempts, where on-demand blocks run more requests at once and preempt when outputs are long.
 TEST(Deployments, ReserveFullAdmissionNeverPreemptsWhereOnDemandDoes) {

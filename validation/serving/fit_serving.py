@@ -13,6 +13,22 @@ per-sequence and per-token coefficients against vLLM runs the same way):
     TPOT = simulated TPOT + step_ms + seq_ms x B           B: clients per attention-DP rank
     TTFT = simulated TTFT + request_ms + prompt_ms_per_k x ISL / 1000
 
+and, apart, the host time to issue an eager step's kernels (EngineProfile::eager_layer_us, which
+the presets carry): D = a x layers + b x MoE layers per eager step, added before the step's kernels.
+A run tells how many eager steps each request waited through: the prefill steps (those that gave
+some request its first token) that ended between its arrival and its first token, and for an
+aggregated deployment those that ended while it decoded. With these counts n_ttft and n_tpot
+(weighted over the rounds as validate.py weighs the metrics),
+
+    TTFT = simulated TTFT + n_ttft x D        TPOT = simulated TPOT + n_tpot x D / (OSL - 1)
+
+and a, b >= 0 minimise the squared relative error of both metrics over the fit split. The counts
+are those of the run; the feedback of a slower step on the closed loop (later arrivals) is not.
+The runs include whatever eager issue time the presets already carry: run with
+`--set serving.engine.eager_layer_us=0 --set serving.engine.eager_moe_layer_us=0` to refit from
+none (how the presets' values were fitted); on runs with the presets' values the fit is the
+increment still missing.
+
 with every coefficient >= 0 (host time cannot be negative), chosen to minimise the squared relative
 error over the fit split. The additive form is the first-order effect of a host cost on the runs;
 a coefficient that comes out 0 says the residuals are not host time (moesim is already slower than
@@ -21,7 +37,9 @@ refitted here. The split rule is applied to the cases before anything is fitted;
 points are scored with the coefficients of the fit split only.
 """
 import argparse
+import bisect
 import json
+import re
 import statistics
 import sys
 from itertools import product
@@ -85,6 +103,79 @@ def fit_engine(points: list[dict]) -> dict:
     return {"step_ms": step, "seq_ms": seq, "request_ms": req, "prompt_ms_per_k": per_k}
 
 
+def model_layers(resolved: str) -> tuple[int, int]:
+    """(layers, MoE layers) of a run's resolved scenario (its model section comes first)."""
+    def field(name: str) -> int:
+        m = re.search(rf"^  {name}: (\d+)$", resolved, re.M)
+        return int(m.group(1)) if m else 0
+    layers = field("layers")
+    if field("experts") == 0:
+        return layers, 0
+    return layers, (layers - field("first_dense_layers")) // max(1, field("moe_every"))
+
+
+def eager_counts(requests_csv: Path, clients: int, source_rounds: int, agg: bool) -> tuple[float, float] | None:
+    """Round-weighted means of the eager steps a request waited through before its first token,
+    and per decoded token after it (agg only): the prefill steps are those whose end gave some
+    request its first token (a prompt cut into chunks counts its last chunk only)."""
+    try:
+        lines = requests_csv.read_text().splitlines()
+    except OSError:
+        return None
+    head = lines[0].split(",") if lines else []
+    need = ("id", "arrived_s", "first_token_s", "finished_s", "output_tokens")
+    if not set(need) <= set(head):
+        return None
+    col = {k: head.index(k) for k in need}
+    rows = sorted((int(f[col["id"]]), f) for f in (line.split(",") for line in lines[1:]) if len(f) == len(head))
+    ends = sorted({float(f[col["first_token_s"]]) for _, f in rows if f[col["first_token_s"]]})
+    n = len(rows)
+    if n < 3 * clients:
+        return None
+    parts = [[[], []], [[], []], [[], []]]  # first wave, rounds between, closing tail: (ttft, tpot)
+    for i, (_, f) in enumerate(rows):
+        if not f[col["first_token_s"]]:
+            continue
+        arrived, first = float(f[col["arrived_s"]]), float(f[col["first_token_s"]])
+        done, osl = float(f[col["finished_s"]] or first), int(f[col["output_tokens"]])
+        n_ttft = bisect.bisect_right(ends, first) - bisect.bisect_right(ends, arrived)
+        n_tpot = (bisect.bisect_left(ends, done) - bisect.bisect_right(ends, first)) / (osl - 1) if agg and osl > 1 else 0.0
+        k = 0 if i < clients else 2 if i >= n - clients else 1
+        parts[k][0].append(n_ttft)
+        parts[k][1].append(n_tpot)
+    if not all(p[0] for p in parts):
+        return None
+    w = (1.0, source_rounds - 2.0, 1.0)
+    return tuple(sum(wk * statistics.fmean(p[j]) for wk, p in zip(w, parts)) / source_rounds for j in (0, 1))
+
+
+def fit_eager(points: list[dict]) -> dict:
+    """a, b (us per layer, per MoE layer) of the eager issue time from points carrying counts."""
+    rows, targets = [], []
+    for p in points:
+        if p.get("eager") is None:
+            continue
+        n_ttft, n_tpot = p["eager"]
+        L, M = p["layers"]
+        for meas, sim, n in ((p["ttft"], p["sim_ttft"], n_ttft), (p["tpot"], p["sim_tpot"], n_tpot)):
+            if sim is None:
+                continue
+            rows.append([n * L / 1000.0 / meas, n * M / 1000.0 / meas])
+            targets.append((meas - sim) / meas)
+    a, b = least_squares_nonneg(rows, targets) if rows else (0.0, 0.0)
+    return {"eager_layer_us": a, "eager_moe_layer_us": b}
+
+
+def predict_eager(p: dict, c: dict) -> tuple[float | None, float | None]:
+    if p.get("eager") is None:
+        return p["sim_tpot"], p["sim_ttft"]
+    n_ttft, n_tpot = p["eager"]
+    d_ms = (c["eager_layer_us"] * p["layers"][0] + c["eager_moe_layer_us"] * p["layers"][1]) / 1000.0
+    tpot = None if p["sim_tpot"] is None else p["sim_tpot"] + n_tpot * d_ms
+    ttft = None if p["sim_ttft"] is None else p["sim_ttft"] + n_ttft * d_ms
+    return tpot, ttft
+
+
 def predict(p: dict, c: dict) -> tuple[float | None, float | None]:
     tpot = None if p["sim_tpot"] is None else p["sim_tpot"] + c["step_ms"] + c["seq_ms"] * p["batch"]
     ttft = None if p["sim_ttft"] is None else p["sim_ttft"] + c["request_ms"] + c["prompt_ms_per_k"] * p["isl"] / 1000
@@ -127,7 +218,17 @@ def load_points(cases_path: Path, results_dir: Path, sample: bool) -> list[dict]
         except (OSError, ValueError, KeyError, IndexError):
             continue
         meas = c["measured"]
+        rounds = c.get("rounds") or {}
+        clients = int(c.get("clients") or 0)
+        eager = eager_counts(res.parent / "requests.csv", clients, int(rounds.get("source", 0)),
+                             not str(c.get("deployment", "")).startswith("prefill")) \
+            if clients and rounds.get("source") else None
+        try:
+            layers = model_layers((res.parent / "scenario.resolved.yaml").read_text())
+        except OSError:
+            layers, eager = (0, 0), None
         out.append({"id": c["id"], "engine": c["engine"], "model": c["model"].split("/")[-1],
+                    "eager": eager, "layers": layers,
                     "batch": float(c.get("batch_per_rank") or c.get("clients") or 1), "isl": float(c["input_tokens"]),
                     "tpot": meas["tpot_mean"], "ttft": meas["ttft_mean"],
                     "sim_tpot": (m.get("tpot_ms") or {}).get("mean"), "sim_ttft": (m.get("ttft_ms") or {}).get("mean")})
@@ -167,7 +268,33 @@ def report(points: list[dict], held: set[str], rule: str) -> tuple[dict, list[st
             label = f"**{e}**" if e == "all" else e
             lines.append(f"| {label} | {name} | {len(ps)} | {median_abs(b_tp)} | {median_abs(a_tp)} | "
                          f"{median_abs(b_tt)} | {median_abs(a_tt)} |")
-    return coefs, lines
+    eager = {e: fit_eager([p for p in points if p["engine"] == e and p["id"] not in held]) for e in ENGINES}
+    lines += ["", "Eager issue time (serving.engine.eager_layer_us, eager_moe_layer_us), fitted on the fit split "
+              "only (us, >= 0; over what the runs' presets carry):", "",
+              "| engine | eager_layer_us | eager_moe_layer_us |", "| --- | --- | --- |"]
+    for e in ENGINES:
+        lines.append(f"| {e} | {eager[e]['eager_layer_us']:.0f} | {eager[e]['eager_moe_layer_us']:.0f} |")
+    lines += ["", "Median |error| % before (the runs) and after (runs + fitted eager issue), per split:", "",
+              "| engine | split | points | TPOT before | TPOT after | TTFT before | TTFT after |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for e in ENGINES + ("all",):
+        for name, part in (("fitted", False), ("held back", True)):
+            ps = [p for p in points if (e == "all" or p["engine"] == e) and (p["id"] in held) == part]
+            if not ps:
+                continue
+            b_tp, a_tp, b_tt, a_tt = [], [], [], []
+            for p in ps:
+                tpot, ttft = predict_eager(p, eager[p["engine"]])
+                if tpot is not None:
+                    b_tp.append((p["sim_tpot"] - p["tpot"]) / p["tpot"] * 100)
+                    a_tp.append((tpot - p["tpot"]) / p["tpot"] * 100)
+                if ttft is not None:
+                    b_tt.append((p["sim_ttft"] - p["ttft"]) / p["ttft"] * 100)
+                    a_tt.append((ttft - p["ttft"]) / p["ttft"] * 100)
+            label = f"**{e}**" if e == "all" else e
+            lines.append(f"| {label} | {name} | {len(ps)} | {median_abs(b_tp)} | {median_abs(a_tp)} | "
+                         f"{median_abs(b_tt)} | {median_abs(a_tt)} |")
+    return {"host": coefs, "eager": eager}, lines
 
 
 def main() -> int:

@@ -135,9 +135,14 @@ class Rules(unittest.TestCase):
         sizes = P.generator_graph_sizes(100)
         self.assertTrue({1, 16, 20, 40, 80, 92, 108, 128, 160, 512} <= set(sizes))
         self.assertNotIn(109, sizes)
-        # SGLang (sglang.rule): max_running_requests 512, mixed chunks in agg, 16384 chunks on B200.
+        # SGLang (sglang.rule): max_running_requests 512; a prefill step takes max_prefill_tokens
+        # isl + 1500 unless the chunk (16384 on B200, 8192 on H100) is smaller; the preset's
+        # prefill-first step mix (no step_mix key: points.py says why the rule's mixed chunks are not).
         _, text = case_of(backend="sglang", batch_size=16, concurrency=16)
-        self.assertIn("max_num_seqs: 512\n  step_mix: mixed\n  max_batched_tokens: 16384\n", text)
+        self.assertIn("max_num_seqs: 512\n  max_batched_tokens: 2524\n", text)
+        self.assertNotIn("step_mix", text)
+        _, text = case_of(backend="sglang", batch_size=16, concurrency=16, isl="15000", system="h100_sxm")
+        self.assertIn("max_batched_tokens: 8192\n", text)
         # vLLM (vllm.rule): max_num_batched_tokens bs + isl + 1500; 2 x bs above 512.
         _, text = case_of(backend="vllm", batch_size=1024, concurrency=1024)
         self.assertIn("serving: {engine: vllm, layer_sampling: 256, max_num_seqs: 2048, max_batched_tokens: 3548}", text)
