@@ -320,8 +320,10 @@ void ServingEngine::start_step(int pool) {
     const double host = engine.host_us(busiest_seqs, busiest_tokens) + (graph ? engine.graph_launch_us : 0.0);
     if (us_to_ticks(host) > 0) shape.host.push_back(host_work("engine.step", busiest_seqs, host * 1e-6));
     shape.host_overlap = engine.host_overlap;
-    const double dispatch = graph ? 0.0 : engine.eager_dispatch_us(m.layers, m.num_moe_layers());
-    if (us_to_ticks(dispatch) > 0) shape.dispatch.push_back(host_work("engine.dispatch", m.layers, dispatch * 1e-6));
+    if (us_to_ticks(engine.host_serial_us) > 0)
+      shape.serial_host.push_back(host_work("engine.serial", busiest_seqs, engine.host_serial_us * 1e-6));
+    const double issue = graph ? 0.0 : engine.eager_dispatch_us(m.layers, m.num_moe_layers());
+    if (us_to_ticks(issue) > 0) shape.serial_host.push_back(host_work("engine.eager_issue", m.layers, issue * 1e-6));
   }
 
   p.step = p.next_step++;

@@ -24,6 +24,9 @@ struct EngineProfile {
   double host_step_us = 0.0;
   double host_per_seq_us = 0.0;
   double host_per_token_us = 0.0;
+  /// Host time of every step that the overlap scheduler does not hide, before the step's kernels
+  /// whether or not host_overlap is on (fitted where no source publishes it).
+  double host_serial_us = 0.0;
   /// Host time to issue one layer's kernels in a step that runs eagerly (no CUDA graph): the
   /// framework's per-layer work (Python modules, PyTorch dispatch, launches) on each rank. Where
   /// kernels are shorter than their issue the GPU waits on the host, so an eager step pays

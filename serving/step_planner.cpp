@@ -145,11 +145,11 @@ StepBuilder::StepBuilder(Policy& policy, const PolicyContext& ctx, int step, con
       const TaskId host = plan.host(g, phase::kSchedule, -1, shape.host.front(), dep);
       if (!shape.host_overlap) root = host;
     }
-    if (!shape.dispatch.empty()) {
+    for (const Op& work : shape.serial_host) {
       // Kernels shorter than their issue leave the GPU waiting on the host: in that regime (an
       // eager step's norms, projections of a few tokens, routing) the issue adds to the step.
       const TaskId dep[] = {root};
-      root = plan.host(g, phase::kSchedule, -1, shape.dispatch.front(), dep);
+      root = plan.host(g, phase::kSchedule, -1, work, dep);
     }
     last_[g] = add_swaps(plan, ctx, shape, g, root);
   }

@@ -57,9 +57,10 @@ struct StepShape {
   /// with host_overlap, alongside the step (the step then lasts the longer of the two).
   std::vector<Op> host;
   bool host_overlap = false;
-  /// The host's issue of an eager step's kernels (one OpKind::kHost op; empty: none, or a graph
-  /// replay), before the step's GPU work and never overlapped (EngineProfile::eager_layer_us).
-  std::vector<Op> dispatch;
+  /// Host work the overlap scheduler cannot hide (OpKind::kHost ops, one after another, before the
+  /// step's GPU work, with or without host_overlap): the issue of an eager step's kernels
+  /// (EngineProfile::eager_layer_us) and the engine's serial per-step time (host_serial_us).
+  std::vector<Op> serial_host;
   /// With tp_experts: a group's experts split over this many of its GPUs (contiguous expert
   /// ranges), each expert sharded over attention_tp / moe_expert_parallel of them.
   int moe_expert_parallel = 1;

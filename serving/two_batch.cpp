@@ -11,7 +11,7 @@ std::optional<TwoBatches> split_two_batches(const StepShape& shape, const std::v
   StepShape& first = out.first;
   StepShape& second = out.second;
   second.host.clear();
-  second.dispatch.clear();  // one issue of the step's kernels, carried by the first half
+  second.serial_host.clear();  // the step's serial host work, carried by the first half
   second.swap_out_bytes.assign(shape.swap_out_bytes.size(), 0.0);
   second.swap_in_bytes.assign(shape.swap_in_bytes.size(), 0.0);
   std::size_t offset = 0;

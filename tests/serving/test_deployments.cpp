@@ -229,7 +229,8 @@ TEST(Deployments, CudaGraphPadsADecodeBatchOfThreeToTheCapturedFour) {
 }
 
 // Host time before every step (no overlap) lengthens each step by exactly that much; with the
-// overlap scheduler a step lasts the longer of its GPU time and its host time.
+// overlap scheduler a step lasts the longer of its GPU time and its host time; serial host time
+// lengthens every step, overlap or not.
 TEST(Deployments, HostTimeAddsToEachStepUnlessOverlapped) {
   const std::string wl =
       "{kind: serving, requests: 4, arrival: {process: closed, clients: 4}, prompt_tokens: 64, output_tokens: 6, "
@@ -242,6 +243,11 @@ TEST(Deployments, HostTimeAddsToEachStepUnlessOverlapped) {
   const double serial = mean_step("{engine: {preset: trtllm, host_step_us: 2000}}");
   const double hidden = mean_step("{engine: {preset: trtllm, host_step_us: 2000, host_overlap: true}}");
   const double long_host = mean_step("{engine: {preset: trtllm, host_step_us: 200000, host_overlap: true}}");
+  // Serial host time is never hidden, graph replay or not.
+  const double unhidden = mean_step("{engine: {preset: trtllm, host_serial_us: 2000, host_overlap: true}}");
+  const std::string graphs = "{engine: {preset: vllm, graph_batch_sizes: [4], host_overlap: true, host_serial_us: ";
+  EXPECT_NEAR(mean_step(graphs + "2000}}"), mean_step(graphs + "0}}") + 2.0, 1e-6);
+  EXPECT_NEAR(unhidden, bare + 2.0, 1e-6);
   EXPECT_NEAR(serial, bare + 2.0, 1e-6);
   EXPECT_NEAR(hidden, std::max(bare, 2.0), 1e-6);
   EXPECT_NEAR(long_host, 200.0, 1e-6);

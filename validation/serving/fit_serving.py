@@ -6,35 +6,38 @@ stated before fitting, and reports the fitted and held-back points apart (issue 
         --results-dir results/validation-points/runs [--holdout every-other-model | model:NAME,... | none] \\
         [--sample] [--out validation/serving/serving_fit.md] [--doc-block serving-fit]
 
-The runs are moesim's (validate.py) with the engine presets' host costs, which are 0: whatever the
-engine spends between kernels is missing from them. Per engine, the fit adds (BLIS fits per-step,
-per-sequence and per-token coefficients against vLLM runs the same way):
-
-    TPOT = simulated TPOT + step_ms + seq_ms x B           B: clients per attention-DP rank
-    TTFT = simulated TTFT + request_ms + prompt_ms_per_k x ISL / 1000
-
-and, apart, the host time to issue an eager step's kernels (EngineProfile::eager_layer_us, which
-the presets carry): D = a x layers + b x MoE layers per eager step, added before the step's kernels.
-A run tells how many eager steps each request waited through: the prefill steps (those that gave
-some request its first token) that ended between its arrival and its first token, and for an
-aggregated deployment those that ended while it decoded. With these counts n_ttft and n_tpot
-(weighted over the rounds as validate.py weighs the metrics),
-
-    TTFT = simulated TTFT + n_ttft x D        TPOT = simulated TPOT + n_tpot x D / (OSL - 1)
-
-and a, b >= 0 minimise the squared relative error of both metrics over the fit split. The counts
-are those of the run; the feedback of a slower step on the closed loop (later arrivals) is not.
-The runs include whatever eager issue time the presets already carry: run with
-`--set serving.engine.eager_layer_us=0 --set serving.engine.eager_moe_layer_us=0` to refit from
-none (how the presets' values were fitted); on runs with the presets' values the fit is the
-increment still missing.
-
-with every coefficient >= 0 (host time cannot be negative), chosen to minimise the squared relative
-error over the fit split. The additive form is the first-order effect of a host cost on the runs;
-a coefficient that comes out 0 says the residuals are not host time (moesim is already slower than
-measured there: the kernels or the batching, not the host, are off). Kernel parameters are never
+The runs are moesim's (validate.py) with the engine presets' host costs. Two fits per engine, each
+least squares on relative error over the fit split with every coefficient >= 0 (host time cannot be
+negative; a coefficient that comes out 0 says the residuals are not host time: moesim is already
+slower than measured there, the kernels or the batching are off). Kernel parameters are never
 refitted here. The split rule is applied to the cases before anything is fitted; the held-back
 points are scored with the coefficients of the fit split only.
+
+1. Host time per step and per request (BLIS fits per-step, per-sequence and per-token
+   coefficients against vLLM runs the same way):
+
+       TPOT = simulated TPOT + step_ms + seq_ms x B           B: clients per attention-DP rank
+       TTFT = simulated TTFT + request_ms + prompt_ms_per_k x ISL / 1000
+
+   step_ms, where a preset takes it, is serving.engine.host_serial_us (host time the overlap
+   scheduler does not hide). The additive form is the first-order effect of a host cost on a run.
+
+2. The host time to issue an eager step's kernels (serving.engine.eager_layer_us and
+   eager_moe_layer_us): D = a x layers + b x MoE layers per eager step, before its kernels. A run
+   tells how many eager steps each request waited through: the prefill steps (those that gave some
+   request its first token) that ended between its arrival and its first token, and for an
+   aggregated deployment those that ended while it decoded. With these counts n_ttft and n_tpot
+   (weighted over the rounds as validate.py weighs the metrics),
+
+       TTFT = simulated TTFT + n_ttft x D        TPOT = simulated TPOT + n_tpot x D / (OSL - 1)
+
+   The counts are the run's; the feedback of slower steps on the closed loop is not modelled.
+
+The runs include whatever the presets already carry, so on runs with the presets' values each fit
+is the increment still missing. The presets' values were fitted in two rounds: the eager issue
+times on runs without any (validate.py --set serving.engine.eager_layer_us=0 --set
+serving.engine.eager_moe_layer_us=0 --set serving.engine.host_serial_us=0), then vLLM's serial step
+time on runs with those issue times (docs/validation.md, "Engine host time, fitted").
 """
 import argparse
 import bisect

@@ -288,6 +288,54 @@ class FitServing(unittest.TestCase):
             FS.held_back(pts, "random")
 
 
+class FitEagerIssue(unittest.TestCase):
+    """The eager issue time (fit_serving.py): eager steps counted from a run, a and b recovered."""
+
+    def test_known_per_layer_and_per_moe_layer_times_are_recovered(self):
+        truth = {"eager_layer_us": 400.0, "eager_moe_layer_us": 1200.0}
+        pts = []
+        for i in range(12):
+            layers = [(64, 0), (61, 58), (94, 94)][i % 3]
+            n_ttft, n_tpot = 1.0 + i % 4, 0.002 * (i % 5)
+            p = {"id": f"p{i}", "engine": "trtllm", "model": f"m{i % 3}", "layers": layers, "eager": (n_ttft, n_tpot),
+                 "sim_tpot": 8.0 + i, "sim_ttft": 50.0 + 10 * i}
+            p["tpot"], p["ttft"] = FS.predict_eager(p, truth)
+            pts.append(p)
+        got = FS.fit_eager(pts)
+        for k, v in truth.items():
+            self.assertAlmostEqual(got[k], v, places=4, msg=k)
+        # Nothing to explain (moesim already as slow as measured): no issue time.
+        for p in pts:
+            p["tpot"], p["ttft"] = p["sim_tpot"], p["sim_ttft"]
+        self.assertEqual(FS.fit_eager(pts), {"eager_layer_us": 0.0, "eager_moe_layer_us": 0.0})
+
+    def test_eager_steps_are_the_prefill_steps_a_request_waited_through(self):
+        # 1 client, 3 rounds: each request's prefill step ends at its first token; request 1 also
+        # sees none of the others' (a closed loop of one); with 2 clients request 1 waits through
+        # request 0's prefill step as well, and request 0 decodes through request 1's.
+        one = [(0, 0.0, 0.1, 1.0), (1, 1.0, 1.1, 2.0), (2, 2.0, 2.1, 3.0)]
+        two = [(0, 0.0, 0.1, 1.0), (1, 0.0, 0.2, 1.2), (2, 1.0, 1.1, 2.0), (3, 1.2, 1.3, 2.2), (4, 2.0, 2.1, 3.0),
+               (5, 2.2, 2.3, 3.2)]
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d) / "requests.csv"
+            head = "run,id,arrived_s,first_token_s,finished_s,output_tokens\n"
+            f.write_text(head + "".join(f"x,{i},{a},{t},{e},11\n" for i, a, t, e in one))
+            self.assertEqual(FS.eager_counts(f, 1, 3, agg=True), (1.0, 0.0))
+            f.write_text(head + "".join(f"x,{i},{a},{t},{e},11\n" for i, a, t, e in two))
+            n_ttft, n_tpot = FS.eager_counts(f, 2, 3, agg=True)
+            # TTFT: the first wave 1 and 2 steps, then 1 each; TPOT: every request but the last
+            # decodes through one other request's prefill step over its 10 decoded tokens.
+            self.assertAlmostEqual(n_ttft, (1.5 + 1.0 + 1.0) / 3)
+            self.assertAlmostEqual(n_tpot, (0.1 + 0.1 + 0.05) / 3)
+            self.assertEqual(FS.eager_counts(f, 2, 3, agg=False)[1], 0.0)
+            self.assertIsNone(FS.eager_counts(f, 4, 20, agg=True))  # fewer than three rounds
+
+    def test_layers_are_read_from_the_resolved_model(self):
+        moe = "model:\n  experts: 256\n  first_dense_layers: 3\n  layers: 61\n  moe_every: 1\n"
+        self.assertEqual(FS.model_layers(moe), (61, 58))
+        self.assertEqual(FS.model_layers("model:\n  experts: 0\n  layers: 64\n"), (64, 0))
+
+
 class Files(unittest.TestCase):
     def test_an_unseen_file_runs_through_unchanged(self):
         path = write([point(), point(id="p2", model_path="acme/Unknown-1T"),

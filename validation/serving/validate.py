@@ -122,11 +122,12 @@ def simulated(metric: str, m: dict, case: dict) -> tuple[float | None, str]:
     return None, "not simulated"
 
 
-def run_case(moesim: str, case: dict, out_dir: str, timeout: float | None) -> dict:
-    """Run one scenario (in a worker process); returns status, seconds, stderr's first line."""
+def run_case(moesim: str, case: dict, out_dir: str, timeout: float | None, sets: tuple[str, ...] = ()) -> dict:
+    """Run one scenario (in a worker process), with `moesim run --set` overrides; returns status,
+    seconds, stderr's first line."""
     t0 = time.monotonic()
     scenario = case["scenario"]
-    cmd = [moesim, "run", scenario, "--out", out_dir, "-q", "--jobs", "1"]
+    cmd = [moesim, "run", scenario, "--out", out_dir, "-q", "--jobs", "1"] + [a for kv in sets for a in ("--set", kv)]
     try:
         p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         rc, err = p.returncode, p.stderr
@@ -248,6 +249,9 @@ def main() -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="keep a case's result.json when it is newer than its scenario and the binary")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per run (default: none)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario key in every run (moesim run --set; repeatable), e.g. "
+                         "serving.engine.eager_layer_us=0 for the runs fit_serving.py refits from")
     ap.add_argument("--sample", action="store_true",
                     help="only the cases make_scenarios.py --points marked as the stratified sample")
     ap.add_argument("--results-md", type=Path, default=None,
@@ -289,7 +293,7 @@ def main() -> int:
         to_run.sort(key=lambda c: -(c["requests"] * (c["input_tokens"] + 4 * c["output_tokens"])))
         print(f"running {len(to_run)} scenarios with {args.moesim}, {args.jobs} at a time", file=sys.stderr)
         with cf.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futs = {pool.submit(run_case, moesim, c, c["_out"], args.timeout): c for c in to_run}
+            futs = {pool.submit(run_case, moesim, c, c["_out"], args.timeout, tuple(args.set)): c for c in to_run}
             for i, fut in enumerate(cf.as_completed(futs), 1):
                 s = fut.result()
                 status[s["id"]] = s
