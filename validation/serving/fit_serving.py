@@ -242,8 +242,34 @@ def median_abs(errors: list[float]) -> str:
     return f"{statistics.median(abs(e) for e in errors):.1f}" if errors else "-"
 
 
+def split_table(points: list[dict], held: set[str], what: str, prediction) -> list[str]:
+    """Median |error| before (the runs) and after `prediction(point)` -> (tpot, ttft), per engine and split."""
+    lines = ["", f"Median |error| % before (the runs) and after (runs + {what}), per split:", "",
+             "| engine | split | points | TPOT before | TPOT after | TTFT before | TTFT after |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for e in ENGINES + ("all",):
+        for name, part in (("fitted", False), ("held back", True)):
+            ps = [p for p in points if (e == "all" or p["engine"] == e) and (p["id"] in held) == part]
+            if not ps:
+                continue
+            b_tp, a_tp, b_tt, a_tt = [], [], [], []
+            for p in ps:
+                tpot, ttft = prediction(p)
+                if tpot is not None:
+                    b_tp.append((p["sim_tpot"] - p["tpot"]) / p["tpot"] * 100)
+                    a_tp.append((tpot - p["tpot"]) / p["tpot"] * 100)
+                if ttft is not None:
+                    b_tt.append((p["sim_ttft"] - p["ttft"]) / p["ttft"] * 100)
+                    a_tt.append((ttft - p["ttft"]) / p["ttft"] * 100)
+            label = f"**{e}**" if e == "all" else e
+            lines.append(f"| {label} | {name} | {len(ps)} | {median_abs(b_tp)} | {median_abs(a_tp)} | "
+                         f"{median_abs(b_tt)} | {median_abs(a_tt)} |")
+    return lines
+
+
 def report(points: list[dict], held: set[str], rule: str) -> tuple[dict, list[str]]:
-    coefs = {e: fit_engine([p for p in points if p["engine"] == e and p["id"] not in held]) for e in ENGINES}
+    fit_split = {e: [p for p in points if p["engine"] == e and p["id"] not in held] for e in ENGINES}
+    coefs = {e: fit_engine(fit_split[e]) for e in ENGINES}
     lines = [f"{len(points)} simulated points; split `--holdout {rule}` stated before fitting: {len(held)} held back "
              f"({', '.join(sorted({p['model'] for p in points if p['id'] in held})) or 'none'}), "
              f"{len(points) - len(held)} fitted. Coefficients fitted on the fit split only (ms, >= 0):", "",
@@ -251,52 +277,14 @@ def report(points: list[dict], held: set[str], rule: str) -> tuple[dict, list[st
     for e in ENGINES:
         c = coefs[e]
         lines.append(f"| {e} | {c['step_ms']:.3f} | {c['seq_ms']:.4f} | {c['request_ms']:.1f} | {c['prompt_ms_per_k']:.2f} |")
-    lines += ["", "Median |error| % before (the runs) and after (runs + fitted host time), per split:", "",
-              "| engine | split | points | TPOT before | TPOT after | TTFT before | TTFT after |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for e in ENGINES + ("all",):
-        for name, part in (("fitted", False), ("held back", True)):
-            ps = [p for p in points if (e == "all" or p["engine"] == e) and (p["id"] in held) == part]
-            if not ps:
-                continue
-            b_tp, a_tp, b_tt, a_tt = [], [], [], []
-            for p in ps:
-                tpot, ttft = predict(p, coefs[p["engine"]])
-                if tpot is not None:
-                    b_tp.append((p["sim_tpot"] - p["tpot"]) / p["tpot"] * 100)
-                    a_tp.append((tpot - p["tpot"]) / p["tpot"] * 100)
-                if ttft is not None:
-                    b_tt.append((p["sim_ttft"] - p["ttft"]) / p["ttft"] * 100)
-                    a_tt.append((ttft - p["ttft"]) / p["ttft"] * 100)
-            label = f"**{e}**" if e == "all" else e
-            lines.append(f"| {label} | {name} | {len(ps)} | {median_abs(b_tp)} | {median_abs(a_tp)} | "
-                         f"{median_abs(b_tt)} | {median_abs(a_tt)} |")
-    eager = {e: fit_eager([p for p in points if p["engine"] == e and p["id"] not in held]) for e in ENGINES}
+    lines += split_table(points, held, "fitted host time", lambda p: predict(p, coefs[p["engine"]]))
+    eager = {e: fit_eager(fit_split[e]) for e in ENGINES}
     lines += ["", "Eager issue time (serving.engine.eager_layer_us, eager_moe_layer_us), fitted on the fit split "
               "only (us, >= 0; over what the runs' presets carry):", "",
               "| engine | eager_layer_us | eager_moe_layer_us |", "| --- | --- | --- |"]
     for e in ENGINES:
         lines.append(f"| {e} | {eager[e]['eager_layer_us']:.0f} | {eager[e]['eager_moe_layer_us']:.0f} |")
-    lines += ["", "Median |error| % before (the runs) and after (runs + fitted eager issue), per split:", "",
-              "| engine | split | points | TPOT before | TPOT after | TTFT before | TTFT after |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for e in ENGINES + ("all",):
-        for name, part in (("fitted", False), ("held back", True)):
-            ps = [p for p in points if (e == "all" or p["engine"] == e) and (p["id"] in held) == part]
-            if not ps:
-                continue
-            b_tp, a_tp, b_tt, a_tt = [], [], [], []
-            for p in ps:
-                tpot, ttft = predict_eager(p, eager[p["engine"]])
-                if tpot is not None:
-                    b_tp.append((p["sim_tpot"] - p["tpot"]) / p["tpot"] * 100)
-                    a_tp.append((tpot - p["tpot"]) / p["tpot"] * 100)
-                if ttft is not None:
-                    b_tt.append((p["sim_ttft"] - p["ttft"]) / p["ttft"] * 100)
-                    a_tt.append((ttft - p["ttft"]) / p["ttft"] * 100)
-            label = f"**{e}**" if e == "all" else e
-            lines.append(f"| {label} | {name} | {len(ps)} | {median_abs(b_tp)} | {median_abs(a_tp)} | "
-                         f"{median_abs(b_tt)} | {median_abs(a_tt)} |")
+    lines += split_table(points, held, "fitted eager issue", lambda p: predict_eager(p, eager[p["engine"]]))
     return {"host": coefs, "eager": eager}, lines
 
 
